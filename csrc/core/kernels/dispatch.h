@@ -1,0 +1,77 @@
+// Type dispatch for kernels: EMBER_DISPATCH_REAL(dtype, T, body) runs body with T bound to the
+// C++ type of `dtype`. Internal to kernels/.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/dtype.h"
+
+namespace ember::kernels::detail {
+
+template <typename T>
+inline double as_double(T v) {
+    return static_cast<double>(v);
+}
+template <>
+inline double as_double(Half v) {
+    return to_float(v);
+}
+template <>
+inline double as_double(BFloat16 v) {
+    return to_float(v);
+}
+
+template <typename T>
+inline T from_double(double v) {
+    return static_cast<T>(v);
+}
+template <>
+inline Half from_double(double v) {
+    return to_half(static_cast<float>(v));
+}
+template <>
+inline BFloat16 from_double(double v) {
+    return to_bfloat16(static_cast<float>(v));
+}
+
+// PyTorch's conversion rules between real types.
+template <typename D, typename S>
+inline D convert(S s) {
+    if constexpr (std::is_same_v<D, S>) {
+        return s;
+    } else if constexpr (std::is_same_v<D, bool>) {
+        if constexpr (std::is_integral_v<S>) return s != 0;
+        else return as_double(s) != 0;
+    } else if constexpr (std::is_integral_v<S> && std::is_integral_v<D>) {
+        return static_cast<D>(s);
+    } else {
+        return from_double<D>(as_double(s));
+    }
+}
+
+}  // namespace ember::kernels::detail
+
+#define EMBER_TYPE_CASE(enum_value, type, ...) \
+    case ::ember::kernels::DType::enum_value: { \
+        using scalar_t = type;                  \
+        __VA_ARGS__;                            \
+        break;                                  \
+    }
+
+// Binds `scalar_t` to the element type; complex dtypes are not handled here.
+#define EMBER_DISPATCH_REAL(dtype, ...)                                       \
+    switch (dtype) {                                                          \
+        EMBER_TYPE_CASE(kBool, bool, __VA_ARGS__)                             \
+        EMBER_TYPE_CASE(kUInt8, uint8_t, __VA_ARGS__)                         \
+        EMBER_TYPE_CASE(kInt8, int8_t, __VA_ARGS__)                           \
+        EMBER_TYPE_CASE(kInt16, int16_t, __VA_ARGS__)                         \
+        EMBER_TYPE_CASE(kInt32, int32_t, __VA_ARGS__)                         \
+        EMBER_TYPE_CASE(kInt64, int64_t, __VA_ARGS__)                         \
+        EMBER_TYPE_CASE(kFloat16, ::ember::kernels::Half, __VA_ARGS__)        \
+        EMBER_TYPE_CASE(kBFloat16, ::ember::kernels::BFloat16, __VA_ARGS__)   \
+        EMBER_TYPE_CASE(kFloat32, float, __VA_ARGS__)                         \
+        EMBER_TYPE_CASE(kFloat64, double, __VA_ARGS__)                        \
+        default:                                                              \
+            break;                                                            \
+    }

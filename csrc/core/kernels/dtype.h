@@ -1,0 +1,70 @@
+// Element types the device understands, independent of PyTorch's ScalarType (the torch glue
+// maps between them), and the conversions kernels use, with PyTorch's rounding rules:
+// float -> bfloat16/float16 round to nearest even, float -> int truncates, x -> bool is x != 0.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace ember::kernels {
+
+enum class DType : int8_t {
+    kBool,
+    kUInt8,
+    kInt8,
+    kInt16,
+    kInt32,
+    kInt64,
+    kFloat16,
+    kBFloat16,
+    kFloat32,
+    kFloat64,
+    kComplex64,
+    kComplex128,
+};
+
+inline int element_size(DType t) {
+    switch (t) {
+        case DType::kBool: case DType::kUInt8: case DType::kInt8: return 1;
+        case DType::kInt16: case DType::kFloat16: case DType::kBFloat16: return 2;
+        case DType::kInt32: case DType::kFloat32: return 4;
+        case DType::kInt64: case DType::kFloat64: case DType::kComplex64: return 8;
+        case DType::kComplex128: return 16;
+    }
+    return 0;
+}
+
+inline bool is_complex(DType t) { return t == DType::kComplex64 || t == DType::kComplex128; }
+const char* dtype_name(DType t);
+
+struct Half {
+    uint16_t bits;
+};
+struct BFloat16 {
+    uint16_t bits;
+};
+
+inline float bits_to_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline uint32_t float_to_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+inline float to_float(BFloat16 v) { return bits_to_float(static_cast<uint32_t>(v.bits) << 16); }
+inline BFloat16 to_bfloat16(float f) {
+    uint32_t u = float_to_bits(f);
+    if (std::isnan(f)) return BFloat16{0x7fc0};
+    u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
+    return BFloat16{static_cast<uint16_t>(u >> 16)};
+}
+
+float to_float(Half v);
+Half to_half(float f);
+
+}  // namespace ember::kernels

@@ -1,0 +1,40 @@
+#include "kernels/fill.h"
+
+#include <cstring>
+
+#include "kernels/dispatch.h"
+#include "kernels/strided_loop.h"
+
+namespace ember::kernels {
+
+Status fill(const TensorView& dst, const Scalar& value, runtime::ThreadPool* pool) {
+    if (is_complex(dst.dtype)) return unimplemented("fill of complex tensors");
+    if (dst.numel() == 0) return Status();
+    // Convert once; every element then receives the same bytes.
+    alignas(16) char pattern[16] = {};
+    EMBER_DISPATCH_REAL(dst.dtype, {
+        scalar_t v;
+        switch (value.kind) {
+            case Scalar::Kind::kBool: v = detail::convert<scalar_t>(value.i != 0); break;
+            case Scalar::Kind::kInt: v = detail::convert<scalar_t>(value.i); break;
+            default: v = detail::convert<scalar_t>(value.f); break;
+        }
+        std::memcpy(pattern, &v, sizeof(v));
+    });
+    int64_t esize = element_size(dst.dtype);
+    const TensorView* ops[1] = {&dst};
+    detail::Loop loop = detail::make_loop(ops, 1);
+    detail::for_each_row(loop, static_cast<char*>(dst.data), nullptr, pool,
+                         [&](char* d, char*, int64_t n, int64_t ds, int64_t) {
+                             bool zero = true;
+                             for (int64_t k = 0; k < esize; ++k) zero = zero && pattern[k] == 0;
+                             if (zero && ds == esize) {
+                                 std::memset(d, 0, static_cast<size_t>(n * esize));
+                                 return;
+                             }
+                             for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds, pattern, esize);
+                         });
+    return Status();
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,58 @@
+#include "runtime/memory_stats.h"
+
+#include <cstdio>
+
+namespace ember::runtime {
+
+std::string format_bytes(uint64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string format_memory_summary(int device, const MemoryStats& s) {
+    std::string out;
+    char line[160];
+    auto row = [&](const char* name, const Stat& st, bool bytes) {
+        auto fmt = [&](int64_t v) {
+            return bytes ? format_bytes(static_cast<uint64_t>(v)) : std::to_string(v);
+        };
+        std::snprintf(line, sizeof(line), "| %-24s | %12s | %12s | %12s | %12s |\n", name,
+                      fmt(st.current).c_str(), fmt(st.peak).c_str(), fmt(st.allocated).c_str(),
+                      fmt(st.freed).c_str());
+        out += line;
+    };
+    const std::string rule(87, '=');
+    out += rule + "\n";
+    std::snprintf(line, sizeof(line), "|  ember:%d memory summary, capacity %-40s|\n", device,
+                  format_bytes(s.capacity_bytes).c_str());
+    out += line;
+    std::snprintf(line, sizeof(line), "| %-24s | %12s | %12s | %12s | %12s |\n", "Metric",
+                  "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed");
+    out += line + rule + "\n";
+    row("Allocated memory", s.allocated_bytes[kAllPools], true);
+    row("Active memory", s.active_bytes[kAllPools], true);
+    row("Requested memory", s.requested_bytes[kAllPools], true);
+    row("Reserved (cached) memory", s.reserved_bytes[kAllPools], true);
+    row("Non-releasable memory", s.inactive_split_bytes[kAllPools], true);
+    row("Allocations", s.allocation[kAllPools], false);
+    row("Active allocs", s.active[kAllPools], false);
+    row("Reserved segments", s.segment[kAllPools], false);
+    out += rule + "\n";
+    std::snprintf(line, sizeof(line),
+                  "| OOMs: %-6lld  cache flushes: %-6lld  device allocs: %-8lld  frees: %-8lld    |\n",
+                  static_cast<long long>(s.num_ooms), static_cast<long long>(s.num_alloc_retries),
+                  static_cast<long long>(s.num_device_alloc),
+                  static_cast<long long>(s.num_device_free));
+    out += line + rule + "\n";
+    return out;
+}
+
+}  // namespace ember::runtime

@@ -1,0 +1,116 @@
+#include "runtime/stream.h"
+
+#include <exception>
+#include <string>
+
+#include "base/env.h"
+#include "base/instrument.h"
+
+namespace ember::runtime {
+
+Stream::Stream(int device, int64_t id, int priority)
+    : device_(device), id_(id), priority_(priority) {}
+
+Stream::~Stream() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    work_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+}
+
+Status Stream::run(const Item& item) {
+    auto* l = instrument::listener();
+    if (l) l->on_start(device_, id_, item.seq, item.name);
+    Status st;
+    try {
+        st = item.task();
+    } catch (const std::exception& e) {
+        st = Status(StatusCode::kKernelFailed, e.what());
+    } catch (...) {
+        st = Status(StatusCode::kKernelFailed, "unknown exception");
+    }
+    if (l) l->on_end(device_, id_, item.seq, item.name);
+    return st;
+}
+
+void Stream::record_error(const char* name, const Status& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok()) return;  // keep the first failure: later ones are usually its consequences
+    StatusCode code = st.code() == StatusCode::kOutOfMemory ? st.code() : StatusCode::kKernelFailed;
+    error_ = Status(code, std::string("ember: kernel '") + name + "' failed on ember:" +
+                              std::to_string(device_) + " stream " + std::to_string(id_) + ": " +
+                              st.message());
+}
+
+StatusOr<uint64_t> Stream::enqueue(const char* name, Task task) {
+    if (env::sync_mode()) {
+        std::lock_guard<std::mutex> inline_lock(inline_mu_);
+        EMBER_RETURN_IF_ERROR(synchronize());
+        uint64_t seq = enqueued_.fetch_add(1) + 1;
+        if (auto* l = instrument::listener()) l->on_enqueue(device_, id_, seq, name);
+        Status st = run(Item{seq, name, std::move(task)});
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            completed_.store(seq, std::memory_order_release);
+        }
+        done_cv_.notify_all();
+        if (!st.ok()) {
+            record_error(name, st);
+            return take_error();
+        }
+        return seq;
+    }
+    uint64_t seq;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        seq = enqueued_.load(std::memory_order_relaxed) + 1;
+        queue_.push_back(Item{seq, name, std::move(task)});
+        enqueued_.store(seq, std::memory_order_release);
+        if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    }
+    if (auto* l = instrument::listener()) l->on_enqueue(device_, id_, seq, name);
+    work_cv_.notify_one();
+    return seq;
+}
+
+void Stream::worker_loop() {
+    for (;;) {
+        Item item;
+        {
+            std::unique_lock<std::mutex> lock(mu_);
+            work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) return;  // stop_ and drained
+            item = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        Status st = run(item);
+        if (!st.ok()) record_error(item.name, st);
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            completed_.store(item.seq, std::memory_order_release);
+        }
+        done_cv_.notify_all();
+    }
+}
+
+void Stream::wait_for(uint64_t seq) {
+    if (is_done(seq)) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
+}
+
+Status Stream::synchronize() {
+    wait_for(enqueued());
+    return take_error();
+}
+
+Status Stream::take_error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Status st = std::move(error_);
+    error_ = Status();
+    return st;
+}
+
+}  // namespace ember::runtime

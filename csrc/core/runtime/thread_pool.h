@@ -1,0 +1,49 @@
+// ThreadPool: the compute threads of one device. Kernels split work with parallel_for.
+//
+// Thread-safety: parallel_for may be called from several threads at once (one per stream);
+// calls are served one at a time so that each gets every thread, which keeps large kernels fast
+// and ordering simple. The calling thread takes part in the work. Work functions must not throw
+// and must not call parallel_for on the same pool (nested calls run serially instead).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ember::runtime {
+
+class ThreadPool {
+  public:
+    explicit ThreadPool(int num_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+    // Runs fn(begin, end) over [0, n) in chunks of at least `grain` elements.
+    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  private:
+    void worker_loop();
+    void run_chunks();
+
+    std::vector<std::thread> workers_;
+    std::mutex call_mu_;  // one parallel_for at a time
+
+    std::mutex mu_;
+    std::condition_variable work_cv_;
+    std::condition_variable done_cv_;
+    const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+    int64_t n_ = 0;
+    int64_t chunk_ = 0;
+    int64_t next_ = 0;
+    int64_t pending_chunks_ = 0;
+    uint64_t generation_ = 0;
+    bool stop_ = false;
+};
+
+}  // namespace ember::runtime

@@ -1,0 +1,234 @@
+// Copies in every direction, scalar reads, fill and async asserts.
+//
+// Ordering rules (as CUDA's): device work runs on the current stream of the device involved.
+// A copy to or from pageable host memory synchronizes that stream and so returns with the data
+// in place; with non_blocking=True and pinned host memory the transfer is queued and the host
+// returns at once (the pinned block is fenced so it is not reused before the copy ran).
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "../check.h"
+#include "../context.h"
+#include "kernels/copy.h"
+#include "kernels/fill.h"
+
+namespace ember::torch_glue {
+namespace {
+
+bool is_ember(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+bool is_pinned_host(const at::Tensor& t) {
+    return runtime::host_allocator().is_pinned(t.storage().data());
+}
+
+// Same-device copy on the device: strides, broadcasting and dtype conversion in one kernel.
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src_in) {
+    at::Tensor src = src_in.expand(dst.sizes());
+    if (at::get_overlap_status(dst, src) == at::MemOverlapStatus::Partial) src = src.clone();
+    runtime::Device& dev = tensor_device(dst);
+    kernels::TensorView d = view_of(dst), s = view_of(src);
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), "copy_", [d, s, pool] { return kernels::copy(d, s, pool); });
+}
+
+// Host memory -> contiguous device memory of the same dtype and size.
+void upload(const at::Tensor& dst, const at::Tensor& host, bool non_blocking, bool host_is_temp) {
+    size_t bytes = host.nbytes();
+    note_transfer(bytes, /*to_host=*/false);
+    runtime::Stream& stream = current_stream_of(dst);
+    void* d = dst.data_ptr();
+    const void* h = host.data_ptr();
+    if (host_is_temp) {
+        // We own the staging tensor: the task keeps it alive, so the host need not wait.
+        enqueue(stream, "copy_h2d", [d, h, bytes, keep = host] {
+            std::memcpy(d, h, bytes);
+            return Status();
+        });
+    } else if (non_blocking && is_pinned_host(host)) {
+        uint64_t seq = enqueue(stream, "copy_h2d", [d, h, bytes] {
+            std::memcpy(d, h, bytes);
+            return Status();
+        });
+        runtime::host_allocator().record_use(h, stream, seq);
+    } else {
+        // Pageable memory the caller may change after we return: copy now, after queued work.
+        synchronize(stream);
+        std::memcpy(d, h, bytes);
+    }
+}
+
+// Contiguous device memory -> host memory of the same dtype and size.
+void download(const at::Tensor& host, const at::Tensor& src, bool non_blocking) {
+    size_t bytes = src.nbytes();
+    note_transfer(bytes, /*to_host=*/true);
+    runtime::Stream& stream = current_stream_of(src);
+    void* h = host.data_ptr();
+    const void* s = src.const_data_ptr();
+    if (non_blocking && is_pinned_host(host)) {
+        uint64_t seq = enqueue(stream, "copy_d2h", [h, s, bytes] {
+            std::memcpy(h, s, bytes);
+            return Status();
+        });
+        runtime::host_allocator().record_use(h, stream, seq);
+        return;
+    }
+    synchronize(stream);
+    std::memcpy(h, s, bytes);
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+    c10::DeviceGuard guard(dst.device());
+    bool direct = src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
+                  src.is_contiguous() && dst.is_contiguous();
+    if (direct) {
+        upload(dst, src, non_blocking, /*host_is_temp=*/false);
+        return;
+    }
+    at::Tensor staged = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    bool temp = !staged.is_same(src);
+    if (dst.is_contiguous()) {
+        upload(dst, staged, non_blocking, temp);
+        return;
+    }
+    at::Tensor tmp = at::empty(dst.sizes(), dst.options());
+    upload(tmp, staged, non_blocking, temp);
+    copy_on_device(dst, tmp);
+}
+
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+    c10::DeviceGuard guard(src.device());
+    at::Tensor packed = src.contiguous();
+    if (packed.scalar_type() == dst.scalar_type() && packed.sizes() == dst.sizes() &&
+        dst.is_contiguous()) {
+        download(dst, packed, non_blocking);
+        return;
+    }
+    at::Tensor tmp = at::empty(packed.sizes(), packed.options().device(c10::kCPU));
+    download(tmp, packed, false);
+    dst.copy_(tmp);
+}
+
+at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+    TORCH_CHECK(self.defined() && dst.defined(), "ember: copy_ of an undefined tensor");
+    if (dst.numel() == 0) return dst;
+    if (is_ember(self) && is_ember(dst)) {
+        bool same_device = self.device() == dst.device();
+        bool supported = kernels::copy_supports(to_dtype(dst.scalar_type()), to_dtype(self.scalar_type()));
+        if (same_device && supported) {
+            c10::DeviceGuard guard(dst.device());
+            copy_on_device(dst, self);
+        } else {
+            // Across devices or for complex conversions: through host memory, in order.
+            dst.copy_(self.to(c10::kCPU), non_blocking);
+        }
+    } else if (is_ember(dst)) {
+        TORCH_CHECK(self.device().is_cpu(), "ember: cannot copy from ", self.device(), " to ", dst.device());
+        copy_host_to_device(dst, self, non_blocking);
+    } else {
+        TORCH_CHECK(dst.device().is_cpu(), "ember: cannot copy from ", self.device(), " to ", dst.device());
+        copy_device_to_host(dst, self, non_blocking);
+    }
+    return dst;
+}
+
+at::Tensor wrapper_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+    if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+    return wrapper_copy_from(self, dst, false);
+}
+
+c10::Scalar wrapper_local_scalar_dense(const at::Tensor& self) {
+    TORCH_CHECK(self.numel() == 1, "ember: a Tensor with ", self.numel(),
+                " elements cannot be converted to Scalar");
+    return at::_local_scalar_dense(self.to(c10::kCPU));
+}
+
+kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
+    kernels::Scalar s;
+    if (v.isBoolean()) {
+        s.kind = kernels::Scalar::Kind::kBool;
+        s.i = v.toBool();
+    } else if (v.isIntegral(false)) {
+        s.kind = kernels::Scalar::Kind::kInt;
+        s.i = v.toLong();
+    } else {
+        s.kind = kernels::Scalar::Kind::kFloat;
+        s.f = v.toDouble();
+    }
+    return s;
+}
+
+at::Tensor& wrapper_fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+    if (self.numel() == 0) return self;
+    if (self.is_complex() || value.isComplex()) {
+        TORCH_CHECK(self.is_complex(), "ember: cannot fill a real tensor with a complex value");
+        self.copy_(at::full({}, value, self.options().device(c10::kCPU)));
+        return self;
+    }
+    c10::DeviceGuard guard(self.device());
+    runtime::Device& dev = tensor_device(self);
+    kernels::TensorView d = view_of(self);
+    kernels::Scalar s = to_kernel_scalar(value);
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), "fill_", [d, s, pool] { return kernels::fill(d, s, pool); });
+    return self;
+}
+
+at::Tensor& wrapper_fill_tensor(at::Tensor& self, const at::Tensor& value) {
+    TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+                value.dim(), " dimensions.");
+    return wrapper_fill_scalar(self, value.item());
+}
+
+at::Tensor& wrapper_zero(at::Tensor& self) { return wrapper_fill_scalar(self, 0); }
+
+// torch._assert_async: checked on the device, reported at the next synchronizing call.
+void assert_async(const at::Tensor& self, std::string message) {
+    TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with ", self.numel() == 0 ? "no values" : "more than one value",
+                " is ambiguous");
+    c10::DeviceGuard guard(self.device());
+    kernels::TensorView v = view_of(self);
+    enqueue(current_stream_of(self), "_assert_async", [v, message = std::move(message)] {
+        kernels::TensorView one;
+        double value = 0;
+        one.data = &value;
+        one.dtype = kernels::DType::kFloat64;
+        if (kernels::is_complex(v.dtype)) {
+            // Nonzero if either part is: read the pair as two doubles or floats.
+            const char* p = static_cast<const char*>(v.data);
+            bool nonzero = false;
+            for (int k = 0; k < kernels::element_size(v.dtype); ++k) nonzero = nonzero || p[k] != 0;
+            value = nonzero ? 1 : 0;
+        } else {
+            kernels::TensorView src = v;
+            src.ndim = 0;
+            EMBER_RETURN_IF_ERROR(kernels::copy(one, src, nullptr));
+        }
+        if (value == 0) return Status(StatusCode::kKernelFailed, message);
+        return Status();
+    });
+}
+
+void wrapper_assert_async(const at::Tensor& self) {
+    assert_async(self, "Expected Tensor with single nonzero value, but got zero");
+}
+void wrapper_assert_async_msg(const at::Tensor& self, c10::string_view msg) {
+    assert_async(self, std::string(msg));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_copy_from", wrapper_copy_from);
+    m.impl("_copy_from_and_resize", wrapper_copy_from_and_resize);
+    m.impl("_local_scalar_dense", wrapper_local_scalar_dense);
+    m.impl("fill_.Scalar", wrapper_fill_scalar);
+    m.impl("fill_.Tensor", wrapper_fill_tensor);
+    m.impl("zero_", wrapper_zero);
+    m.impl("_assert_async", wrapper_assert_async);
+    m.impl("_assert_async.msg", wrapper_assert_async_msg);
+}
+
+}  // namespace ember::torch_glue

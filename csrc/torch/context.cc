@@ -1,0 +1,80 @@
+#include "context.h"
+
+#include "check.h"
+
+namespace ember::torch_glue {
+
+[[noreturn]] void raise_status(const Status& status) {
+    switch (status.code()) {
+        case StatusCode::kOutOfMemory:
+            TORCH_CHECK_WITH(OutOfMemoryError, false, status.message());
+        case StatusCode::kInvalidArgument:
+            TORCH_CHECK_VALUE(false, status.message());
+        case StatusCode::kUnimplemented:
+            TORCH_CHECK_NOT_IMPLEMENTED(false, "ember: not supported: ", status.message());
+        default:
+            TORCH_CHECK(false, status.message());
+    }
+}
+
+runtime::Device& device_for(c10::DeviceIndex index) {
+    int i = index < 0 ? runtime::current_device() : index;
+    return *value_or_raise(runtime::checked_device(i));
+}
+
+runtime::Device& tensor_device(const at::Tensor& t) { return device_for(t.device().index()); }
+
+runtime::Stream& current_stream_of(const at::Tensor& t) { return tensor_device(t).current_stream(); }
+
+bool has_dtype(c10::ScalarType t) {
+    switch (t) {
+        case at::kBool: case at::kByte: case at::kChar: case at::kShort: case at::kInt:
+        case at::kLong: case at::kHalf: case at::kBFloat16: case at::kFloat: case at::kDouble:
+        case at::kComplexFloat: case at::kComplexDouble:
+            return true;
+        default:
+            return false;
+    }
+}
+
+kernels::DType to_dtype(c10::ScalarType t) {
+    using kernels::DType;
+    switch (t) {
+        case at::kBool: return DType::kBool;
+        case at::kByte: return DType::kUInt8;
+        case at::kChar: return DType::kInt8;
+        case at::kShort: return DType::kInt16;
+        case at::kInt: return DType::kInt32;
+        case at::kLong: return DType::kInt64;
+        case at::kHalf: return DType::kFloat16;
+        case at::kBFloat16: return DType::kBFloat16;
+        case at::kFloat: return DType::kFloat32;
+        case at::kDouble: return DType::kFloat64;
+        case at::kComplexFloat: return DType::kComplex64;
+        case at::kComplexDouble: return DType::kComplex128;
+        default:
+            TORCH_CHECK_NOT_IMPLEMENTED(false, "ember: dtype ", t, " is not supported on the ember device");
+    }
+}
+
+kernels::TensorView view_of(const at::Tensor& t) {
+    kernels::TensorView v;
+    TORCH_CHECK(t.dim() <= kernels::kMaxDims, "ember: tensors with more than ", kernels::kMaxDims,
+                " dimensions are not supported");
+    v.data = t.data_ptr();
+    v.dtype = to_dtype(t.scalar_type());
+    v.ndim = static_cast<int>(t.dim());
+    for (int i = 0; i < v.ndim; ++i) {
+        v.sizes[i] = t.size(i);
+        v.strides[i] = t.stride(i);
+    }
+    return v;
+}
+
+uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task) {
+    return value_or_raise(stream.enqueue(name, std::move(task)));
+}
+
+void synchronize(runtime::Stream& stream) { EMBER_CHECK(stream.synchronize()); }
+
+}  // namespace ember::torch_glue

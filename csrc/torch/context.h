@@ -1,0 +1,32 @@
+// Helpers every glue file uses: the ember device and stream a tensor lives on, the core view of
+// an at::Tensor, and enqueueing a kernel on the current stream.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "kernels/tensor_view.h"
+#include "runtime/device.h"
+
+namespace ember::torch_glue {
+
+// Device index of an ember tensor (or the current device for -1).
+runtime::Device& device_for(c10::DeviceIndex index);
+runtime::Device& tensor_device(const at::Tensor& t);
+runtime::Stream& current_stream_of(const at::Tensor& t);
+
+// The core element type for a ScalarType; raises a clear error for types the device lacks.
+kernels::DType to_dtype(c10::ScalarType t);
+bool has_dtype(c10::ScalarType t);
+kernels::TensorView view_of(const at::Tensor& t);
+
+// Queues `task` on `stream` under `name` (a literal or dispatcher-owned string); raises the
+// task's error at once in EMBER_SYNC=1 mode.
+uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task);
+
+// Waits for `stream` and raises any error stored on it (a synchronizing call).
+void synchronize(runtime::Stream& stream);
+
+// Counts bytes that crossed between host and device while a fallback op runs (fallback.cc).
+void note_transfer(size_t bytes, bool to_host);
+
+}  // namespace ember::torch_glue

@@ -1,0 +1,27 @@
+"""Ember: a PyTorch backend for the ember accelerator (`torch.device("ember")`)."""
+
+
+def _autoload():
+    """PyTorch's device-backend autoload entry point: importing the package registers it.
+    Defined before `import torch` because `import torch_ember` first imports torch, whose
+    autoload then looks this name up on the partly imported package."""
+
+
+import torch  # noqa: E402
+
+# Loading the extension registers the device guard, hooks, allocator, kernels and fallback.
+from . import _C  # noqa: E402,F401
+
+if torch._C._get_privateuse1_backend_name() != "ember":
+    torch.utils.rename_privateuse1_backend("ember")
+    from . import ember as _device_module
+
+    torch._register_device_module("ember", _device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+from ._fallback import fallback_report, reset_fallback_stats, set_fallback_mode  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["fallback_report", "reset_fallback_stats", "set_fallback_mode"]

@@ -1,0 +1,3 @@
+from .train_lm import main
+
+raise SystemExit(main())

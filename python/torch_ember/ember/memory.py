@@ -1,0 +1,52 @@
+"""Memory statistics and cache control, with torch.cuda's names and keys."""
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from .. import _C
+from .device import _device_index
+
+
+def memory_stats(dev: Any = None) -> "OrderedDict[str, Any]":
+    return torch.accelerator.memory_stats(_device_index(dev))
+
+
+def memory_allocated(dev: Any = None) -> int:
+    return torch.accelerator.memory_allocated(_device_index(dev))
+
+
+def max_memory_allocated(dev: Any = None) -> int:
+    return torch.accelerator.max_memory_allocated(_device_index(dev))
+
+
+def memory_reserved(dev: Any = None) -> int:
+    return torch.accelerator.memory_reserved(_device_index(dev))
+
+
+def max_memory_reserved(dev: Any = None) -> int:
+    return torch.accelerator.max_memory_reserved(_device_index(dev))
+
+
+def reset_peak_memory_stats(dev: Any = None) -> None:
+    torch.accelerator.reset_peak_memory_stats(_device_index(dev))
+
+
+def reset_accumulated_memory_stats(dev: Any = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_device_index(dev))
+
+
+def empty_cache() -> None:
+    """Return cached, unused device memory to the system (waits for queued work first)."""
+    torch.accelerator.empty_cache()
+
+
+def mem_get_info(dev: Any = None) -> tuple:
+    """(free, total) bytes of the device's capacity (EMBER_DEVICE_MEMORY)."""
+    idx = _device_index(dev)
+    total = _C._device_memory_capacity(idx)
+    return total - memory_reserved(idx), total
+
+
+def memory_summary(dev: Any = None, abbreviated: bool = False) -> str:
+    return _C._memory_summary(_device_index(dev))
