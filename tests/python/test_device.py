@@ -25,3 +25,16 @@ def test_tensor_and_module_methods():
 def test_invalid_device_index():
     with pytest.raises((RuntimeError, ValueError), match="invalid ember device index 99"):
         torch.empty(1, device="ember:99")
+
+
+def test_tied_parameters_stay_tied_across_moves():
+    emb = torch.nn.Embedding(10, 4)
+    head = torch.nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight
+    model = torch.nn.ModuleDict({"emb": emb, "head": head})
+    model.to("ember")
+    assert model["head"].weight is model["emb"].weight
+    assert len(list(model.parameters())) == 1
+    model.cpu()
+    assert model["head"].weight is model["emb"].weight
+    assert model["emb"].weight.device.type == "cpu"

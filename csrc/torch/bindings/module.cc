@@ -85,6 +85,19 @@ PYBIND11_MODULE(_C, m) {
         for (int i = 0; i < n; ++i) torch_glue::enqueue(s, "empty", [] { return Status(); });
     });
 
+    // Core allocator alloc+free pairs, without the dispatcher: nanoseconds per pair, for bench/.
+    m.def("_bench_alloc_free", [](int index, size_t bytes, int iters) {
+        runtime::Device& d = dev(index);
+        runtime::Stream& s = d.current_stream();
+        auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) {
+            void* p = torch_glue::value_or_raise(d.allocator().allocate(bytes, s));
+            d.allocator().free(p);
+        }
+        std::chrono::duration<double, std::nano> ns = std::chrono::steady_clock::now() - start;
+        return ns.count() / iters;
+    });
+
     m.def("_fallback_records", [] {
         py::list out;
         for (const auto& r : torch_glue::fallback_records()) {

@@ -1,0 +1,310 @@
+"""Seeding, RNG state and generators of the ember device.
+
+Random ops fall back to the CPU with a generator derived from the ember generator's
+(seed, offset) state, so seeding and state save/restore must behave as on CUDA."""
+import struct
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+@pytest.fixture(autouse=True)
+def _restore_rng():
+    """Tests reseed the global generators; leave them as they were found."""
+    states = torch.ember.get_rng_state_all()
+    cpu_state = torch.get_rng_state()
+    yield
+    torch.ember.set_rng_state_all(states)
+    torch.set_rng_state(cpu_state)
+
+
+def _state(device="ember"):
+    s = torch.ember.get_rng_state(device)
+    seed, offset = struct.unpack("<QQ", bytes(s.tolist()))
+    return seed, offset
+
+
+DRAWS = {
+    "randn": lambda g=None: torch.randn(64, device="ember", generator=g),
+    "rand": lambda g=None: torch.rand(64, device="ember", generator=g),
+    "randint": lambda g=None: torch.randint(0, 1000, (64,), device="ember", generator=g),
+    "randperm": lambda g=None: torch.randperm(64, device="ember", generator=g),
+    "normal_": lambda g=None: torch.empty(64, device="ember").normal_(2.0, 3.0, generator=g),
+    "uniform_": lambda g=None: torch.empty(64, device="ember").uniform_(-1, 1, generator=g),
+    "bernoulli": lambda g=None: torch.bernoulli(torch.full((64,), 0.5, device="ember"), generator=g),
+    "multinomial": lambda g=None: torch.multinomial(torch.ones(64, device="ember"), 32,
+                                                    generator=g),
+}
+
+
+def _dropout(g=None):
+    return F.dropout(torch.ones(256, device="ember"), p=0.5, training=True)
+
+
+# --- seeds ------------------------------------------------------------------------------------
+
+def test_manual_seed_and_initial_seed():
+    torch.ember.manual_seed(1234)
+    assert torch.ember.initial_seed() == 1234
+    assert _state() == (1234, 0)
+    torch.ember.manual_seed(2**63 + 5)  # full uint64 range
+    assert torch.ember.initial_seed() == 2**63 + 5
+
+
+def test_manual_seed_only_seeds_current_device():
+    torch.ember.manual_seed_all(1)
+    torch.ember.manual_seed(99)
+    assert _state(0) == (99, 0)
+    assert _state(1) == (1, 0)
+    with torch.ember.device(1):
+        torch.ember.manual_seed(77)
+        assert torch.ember.initial_seed() == 77
+    assert _state(0) == (99, 0)
+    assert _state(1) == (77, 0)
+
+
+def test_manual_seed_all():
+    torch.ember.manual_seed_all(4321)
+    for i in range(torch.ember.device_count()):
+        assert _state(i) == (4321, 0)
+        assert _state(f"ember:{i}") == (4321, 0)
+
+
+def test_seed_picks_a_new_random_seed():
+    torch.ember.manual_seed(0)
+    seeds = set()
+    for _ in range(3):
+        torch.ember.seed()
+        seeds.add(torch.ember.initial_seed())
+        assert _state()[1] == 0
+    assert len(seeds) == 3 and 0 not in seeds
+
+
+def test_seed_all_gives_every_device_the_same_seed():
+    torch.ember.seed_all()
+    seeds = {_state(i)[0] for i in range(torch.ember.device_count())}
+    assert len(seeds) == 1
+
+
+def test_torch_manual_seed_also_seeds_ember():
+    torch.manual_seed(2024)
+    for i in range(torch.ember.device_count()):
+        assert _state(i) == (2024, 0)
+    a = torch.randn(16, device="ember")
+    torch.manual_seed(2024)
+    torch.testing.assert_close(torch.randn(16, device="ember"), a, rtol=0, atol=0)
+
+
+# --- state ------------------------------------------------------------------------------------
+
+def test_get_rng_state_layout():
+    torch.ember.manual_seed(0x0102030405060708)
+    s = torch.ember.get_rng_state()
+    assert s.dtype == torch.uint8 and s.device.type == "cpu" and s.shape == (16,)
+    assert s.tolist() == [8, 7, 6, 5, 4, 3, 2, 1] + [0] * 8
+    # The returned tensor is a copy: changing it does not change the generator.
+    s.fill_(0)
+    assert _state() == (0x0102030405060708, 0)
+
+
+def test_offset_advances_after_random_op():
+    torch.ember.manual_seed(3)
+    _, off0 = _state()
+    torch.randn(10, device="ember")
+    seed, off1 = _state()
+    assert seed == 3 and off1 > off0
+    torch.rand(10, device="ember")
+    assert _state()[1] > off1
+
+
+def test_set_rng_state_restores_stream():
+    torch.ember.manual_seed(17)
+    torch.randn(5, device="ember")
+    state = torch.ember.get_rng_state()
+    a = torch.randn(100, device="ember")
+    torch.randn(7, device="ember")
+    torch.ember.set_rng_state(state)
+    b = torch.randn(100, device="ember")
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_set_rng_state_arbitrary_state():
+    state = torch.tensor(list(struct.pack("<QQ", 555, 4096)), dtype=torch.uint8)
+    torch.ember.set_rng_state(state)
+    assert _state() == (555, 4096)
+    a = torch.rand(8, device="ember")
+    torch.ember.set_rng_state(state)
+    torch.testing.assert_close(torch.rand(8, device="ember"), a, rtol=0, atol=0)
+
+
+def test_set_rng_state_per_device_and_all():
+    torch.ember.manual_seed_all(8)
+    states = torch.ember.get_rng_state_all()
+    assert len(states) == torch.ember.device_count()
+    a0 = torch.randn(4, device="ember:0")
+    a1 = torch.randn(4, device="ember:1")
+    torch.ember.set_rng_state_all(states)
+    torch.testing.assert_close(torch.randn(4, device="ember:0"), a0, rtol=0, atol=0)
+    torch.testing.assert_close(torch.randn(4, device="ember:1"), a1, rtol=0, atol=0)
+
+
+def test_draw_on_one_device_advances_only_that_device():
+    torch.ember.manual_seed_all(9)
+    torch.randn(4, device="ember:1")
+    assert _state(0) == (9, 0)
+    assert _state(1)[1] > 0
+
+
+@pytest.mark.parametrize("bad, err, match", [
+    (torch.zeros(16, dtype=torch.float32), TypeError, "ByteTensor"),
+    (torch.zeros(8, dtype=torch.uint8), RuntimeError, "16 bytes"),
+])
+def test_set_rng_state_rejects_bad_state(bad, err, match):
+    with pytest.raises(err, match=match):
+        torch.ember.set_rng_state(bad)
+
+
+# --- reproducibility --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_same_seed_same_values(name):
+    draw = DRAWS[name]
+    torch.ember.manual_seed(42)
+    a = draw()
+    torch.ember.manual_seed(42)
+    b = draw()
+    assert a.device.type == "ember"
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["randn", "rand", "randint", "randperm"])
+def test_different_seeds_differ(name):
+    draw = DRAWS[name]
+    torch.ember.manual_seed(1)
+    a = draw().cpu()
+    torch.ember.manual_seed(2)
+    b = draw().cpu()
+    assert not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["randn", "rand", "randint"])
+def test_consecutive_draws_differ(name):
+    draw = DRAWS[name]
+    torch.ember.manual_seed(1)
+    assert not torch.equal(draw().cpu(), draw().cpu())
+
+
+def test_dropout_reproducible():
+    # dropout on a device runs aten::native_dropout, which takes no generator argument: it must
+    # still draw from the ember default generator, not from the CPU one.
+    torch.ember.manual_seed(5)
+    a = _dropout()
+    torch.ember.manual_seed(5)
+    b = _dropout()
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    vals = set(a.cpu().unique().tolist())
+    assert vals == {0.0, 2.0}
+    torch.ember.manual_seed(6)
+    assert not torch.equal(_dropout().cpu(), a.cpu())
+
+
+def test_random_values_have_expected_distribution():
+    torch.ember.manual_seed(0)
+    n = torch.randn(20000, device="ember").cpu()
+    assert abs(n.mean().item()) < 0.05 and abs(n.std().item() - 1) < 0.05
+    u = torch.rand(20000, device="ember").cpu()
+    assert u.min().item() >= 0 and u.max().item() < 1 and abs(u.mean().item() - 0.5) < 0.02
+    p = torch.randperm(100, device="ember").cpu()
+    assert sorted(p.tolist()) == list(range(100))
+    r = torch.randint(3, 7, (1000,), device="ember").cpu()
+    assert set(r.tolist()) == {3, 4, 5, 6}
+
+
+def test_devices_with_same_seed_draw_same_values():
+    torch.ember.manual_seed_all(12)
+    a = torch.randn(8, device="ember:0")
+    b = torch.randn(8, device="ember:1")
+    assert b.device == torch.device("ember:1")
+    torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
+
+
+# --- explicit generators ----------------------------------------------------------------------
+
+def test_generator_on_ember():
+    g = torch.Generator(device="ember")
+    assert g.device.type == "ember"
+    g.manual_seed(3)
+    assert g.initial_seed() == 3
+    s = g.get_state()
+    assert s.dtype == torch.uint8 and s.numel() == 16
+
+
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_generator_argument_reproducible_and_leaves_default_alone(name):
+    draw = DRAWS[name]
+    torch.ember.manual_seed(100)
+    default_before = torch.ember.get_rng_state()
+    g = torch.Generator(device="ember")
+    g.manual_seed(7)
+    a = draw(g)
+    assert g.get_state()[8:].any(), "the explicit generator's offset must advance"
+    g.manual_seed(7)
+    b = draw(g)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert torch.equal(torch.ember.get_rng_state(), default_before)
+
+
+def test_generator_state_roundtrip_and_clone():
+    g = torch.Generator(device="ember").manual_seed(11)
+    torch.randn(3, device="ember", generator=g)
+    state = g.get_state()
+    a = torch.randn(10, device="ember", generator=g)
+    g2 = torch.Generator(device="ember")
+    g2.set_state(state)
+    torch.testing.assert_close(torch.randn(10, device="ember", generator=g2), a, rtol=0, atol=0)
+    g.set_state(state)
+    g3 = g.clone_state()
+    torch.testing.assert_close(torch.randn(10, device="ember", generator=g3), a, rtol=0, atol=0)
+
+
+def test_generator_matches_default_with_same_seed():
+    torch.ember.manual_seed(21)
+    a = torch.randn(10, device="ember")
+    g = torch.Generator(device="ember").manual_seed(21)
+    torch.testing.assert_close(torch.randn(10, device="ember", generator=g), a, rtol=0, atol=0)
+
+
+def test_cpu_generator_rejected_for_ember_tensor():
+    # As on CUDA ("Expected a 'cuda' device type for generator but found 'cpu'"): a CPU
+    # generator cannot drive a draw into an ember tensor.
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(RuntimeError, match="[Ee]xpected a '?ember'? device type for generator"):
+        torch.randn(4, device="ember", generator=g)
+
+
+# --- fork_rng ---------------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore:EMBER reports that you have")
+def test_fork_rng_restores_state():
+    torch.ember.manual_seed(31)
+    before = torch.ember.get_rng_state()
+    with torch.random.fork_rng(device_type="ember"):
+        torch.randn(10, device="ember")
+        torch.ember.manual_seed(1)
+        torch.randn(10, device="ember")
+    assert torch.equal(torch.ember.get_rng_state(), before)
+    a = torch.randn(10, device="ember")
+    torch.ember.set_rng_state(before)
+    torch.testing.assert_close(torch.randn(10, device="ember"), a, rtol=0, atol=0)
+
+
+def test_fork_rng_restores_every_device():
+    torch.ember.manual_seed_all(32)
+    before = torch.ember.get_rng_state_all()
+    with torch.random.fork_rng(devices=list(range(torch.ember.device_count())),
+                               device_type="ember"):
+        torch.randn(4, device="ember:0")
+        torch.randn(4, device="ember:1")
+    for b, a in zip(before, torch.ember.get_rng_state_all()):
+        assert torch.equal(a, b)
