@@ -4,6 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 
+# Files stay small enough to read: none over 800 lines.
+long=$(git ls-files -- '*.cc' '*.h' '*.py' | xargs -r wc -l | awk '$2 != "total" && $1 > 800 {print $2 " (" $1 " lines)"}')
+if [ -n "$long" ]; then
+    echo "files over 800 lines; split them by concept:" >&2
+    echo "$long" >&2
+    exit 1
+fi
+
 echo "== core (gtest) =="
 cmake -S . -B build/core-tests -G Ninja -DEMBER_BUILD_TORCH=OFF -DEMBER_BUILD_TESTS=ON >/dev/null
 ninja -C build/core-tests ember_core_tests | tail -n 1

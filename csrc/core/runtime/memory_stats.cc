@@ -31,9 +31,10 @@ std::string format_memory_summary(int device, const MemoryStats& s) {
     };
     const std::string rule(87, '=');
     out += rule + "\n";
-    std::snprintf(line, sizeof(line), "|  ember:%d memory summary, capacity %-40s|\n", device,
-                  format_bytes(s.capacity_bytes).c_str());
-    out += line;
+    std::string title = " ember:" + std::to_string(device) + " memory summary, capacity " +
+                        format_bytes(s.capacity_bytes);
+    title.resize(rule.size() - 2, ' ');
+    out += "|" + title + "|\n";
     std::snprintf(line, sizeof(line), "| %-24s | %12s | %12s | %12s | %12s |\n", "Metric",
                   "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed");
     out += line + rule + "\n";
@@ -46,12 +47,12 @@ std::string format_memory_summary(int device, const MemoryStats& s) {
     row("Active allocs", s.active[kAllPools], false);
     row("Reserved segments", s.segment[kAllPools], false);
     out += rule + "\n";
-    std::snprintf(line, sizeof(line),
-                  "| OOMs: %-6lld  cache flushes: %-6lld  device allocs: %-8lld  frees: %-8lld    |\n",
-                  static_cast<long long>(s.num_ooms), static_cast<long long>(s.num_alloc_retries),
-                  static_cast<long long>(s.num_device_alloc),
-                  static_cast<long long>(s.num_device_free));
-    out += line + rule + "\n";
+    std::string counts = " OOMs: " + std::to_string(s.num_ooms) +
+                         "   cache flushes: " + std::to_string(s.num_alloc_retries) +
+                         "   device allocs: " + std::to_string(s.num_device_alloc) +
+                         "   device frees: " + std::to_string(s.num_device_free);
+    counts.resize(rule.size() - 2, ' ');
+    out += "|" + counts + "|\n" + rule + "\n";
     return out;
 }
 
