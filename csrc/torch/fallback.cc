@@ -1,11 +1,11 @@
 #include "fallback.h"
 
-#include <ATen/native/CPUFallback.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <atomic>
-#include <chrono>
+#include <exception>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -41,64 +41,206 @@ Registry& registry() {
     return *r;
 }
 
-// Bytes moved by the fallback currently running on this thread.
-struct Transfers {
-    int64_t to_host = 0;
-    int64_t to_device = 0;
-};
-thread_local Transfers* t_transfers = nullptr;
+thread_local FallbackScope* t_scope = nullptr;
 
-// Random ops take a Generator argument; an ember generator (or none, meaning the default one)
-// cannot drive a CPU kernel. Give the CPU kernel a generator derived from the ember generator's
-// (seed, offset) and advance the offset, so ember seeding and RNG state stay meaningful.
-void substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                           c10::DeviceIndex device) {
-    const auto& args = op.schema().arguments();
-    size_t base = stack->size() - args.size();
-    for (size_t i = 0; i < args.size(); ++i) {
-        auto& iv = (*stack)[base + i];
-        bool is_gen_arg = args[i].type()->kind() == c10::TypeKind::OptionalType &&
-                          args[i].type()->containedType(0)->kind() == c10::TypeKind::GeneratorType;
-        if (!is_gen_arg) continue;
-        at::Generator ember_gen = iv.isNone() ? default_generator(device) : iv.toGenerator();
-        if (ember_gen.device().type() != c10::DeviceType::PrivateUse1) continue;
-        uint64_t seed, offset;
-        {
-            std::lock_guard<std::mutex> lock(ember_gen.mutex());
-            std::tie(seed, offset) = ember_gen.get<EmberGenerator>()->philox_engine_inputs(1 << 20);
+std::string op_name(const c10::FunctionSchema& schema) {
+    const auto& n = schema.operator_name();
+    return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+bool is_ember(const at::Tensor& t) {
+    return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// The device the op runs for, checked as CUDA checks it: every tensor on that one device,
+// except 0-dim CPU tensors (wrapped scalars) and CPU index tensors of indexing ops.
+c10::Device op_device(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                      size_t begin, const std::string& name) {
+    std::optional<c10::Device> device;
+    std::optional<std::pair<c10::Device, std::string>> foreign;
+    const bool indexing = name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put", 0) == 0;
+    const auto& args = schema.arguments();
+    auto visit = [&](const at::Tensor& t, const c10::Argument& arg) {
+        if (!t.defined()) return;
+        if (is_ember(t)) {
+            if (!device) device = t.device();
+            else if (t.device() != *device) foreign = {t.device(), arg.name()};
+        } else if (!(t.device().is_cpu() && (t.dim() == 0 || (indexing && arg.name() == "indices")))) {
+            foreign = {t.device(), arg.name()};
         }
-        // splitmix64 of (seed, offset): distinct streams for distinct calls.
-        uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (offset / 4 + 1);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        z ^= z >> 31;
-        iv = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(z));
+    };
+    for (size_t i = 0; i < args.size(); ++i) {
+        const auto& iv = stack[begin + i];
+        if (iv.isTensor()) {
+            visit(iv.toTensor(), args[i]);
+        } else if (iv.isTensorList()) {
+            for (const at::Tensor& t : iv.toTensorVector()) visit(t, args[i]);
+        } else if (iv.isOptionalTensorList()) {
+            for (const auto& t : iv.toOptionalTensorList()) {
+                std::optional<at::Tensor> ot = t;
+                if (ot) visit(*ot, args[i]);
+            }
+        } else if (iv.isDevice() && iv.toDevice().type() == c10::DeviceType::PrivateUse1 && !device) {
+            device = iv.toDevice();
+        }
+    }
+    if (!device) device = c10::Device(c10::DeviceType::PrivateUse1,
+                                      static_cast<c10::DeviceIndex>(runtime::current_device()));
+    if (!device->has_index()) device->set_index(static_cast<c10::DeviceIndex>(runtime::current_device()));
+    TORCH_CHECK(!foreign, "Expected all tensors to be on the same device, but found at least two "
+                          "devices, ", *device, " and ", foreign->first, "! (when checking argument '",
+                foreign->second, "' of ", name, ")");
+    return *device;
+}
+
+uint64_t derived_seed(at::Generator ember_gen) {
+    uint64_t seed, offset;
+    {
+        std::lock_guard<std::mutex> lock(ember_gen.mutex());
+        std::tie(seed, offset) = ember_gen.get<EmberGenerator>()->philox_engine_inputs(1 << 20);
+    }
+    // splitmix64 of (seed, offset): a distinct CPU stream for every call.
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (offset / 4 + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// Random ops draw from ember's generator: a Generator argument (or none, meaning the device's
+// default) becomes a CPU generator seeded from the ember generator's (seed, offset), whose
+// offset then advances. Seeded ops without a Generator argument (native_dropout) get the same
+// through the CPU default generator, restored afterwards.
+struct RngRedirect {
+    std::optional<at::Tensor> saved_cpu_state;
+
+    RngRedirect(const c10::OperatorHandle& op, torch::jit::Stack& stack, size_t begin, c10::Device device) {
+        const auto& args = op.schema().arguments();
+        bool has_generator_arg = false;
+        for (size_t i = 0; i < args.size(); ++i) {
+            const auto& type = args[i].type();
+            bool is_gen = type->kind() == c10::TypeKind::OptionalType &&
+                          type->containedType(0)->kind() == c10::TypeKind::GeneratorType;
+            if (!is_gen) continue;
+            has_generator_arg = true;
+            auto& iv = stack[begin + i];
+            at::Generator gen = iv.isNone() ? default_generator(device.index()) : iv.toGenerator();
+            TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
+                        "Expected a 'ember' device type for generator but found '", gen.device().type(), "'");
+            iv = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(derived_seed(gen)));
+        }
+        if (!has_generator_arg && op.hasTag(at::Tag::nondeterministic_seeded)) {
+            at::Generator cpu = at::detail::getDefaultCPUGenerator();
+            std::lock_guard<std::mutex> lock(cpu.mutex());
+            saved_cpu_state = at::Tensor(cpu.get_state());
+            cpu.set_current_seed(derived_seed(default_generator(device.index())));
+        }
+    }
+    ~RngRedirect() {
+        if (!saved_cpu_state) return;
+        at::Generator cpu = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(cpu.mutex());
+        cpu.set_state(*saved_cpu_state);
+    }
+};
+
+// Replaces ember tensors in the argument at `iv` by CPU copies (lists element-wise).
+void move_arg_to_cpu(c10::IValue& iv) {
+    if (iv.isTensor()) {
+        const at::Tensor& t = iv.toTensor();
+        if (is_ember(t)) iv = c10::IValue(t.to(c10::kCPU));
+    } else if (iv.isTensorList()) {
+        std::vector<at::Tensor> ts = iv.toTensorVector();
+        for (auto& t : ts) if (is_ember(t)) t = t.to(c10::kCPU);
+        iv = c10::IValue(c10::List<at::Tensor>(ts));
+    } else if (iv.isOptionalTensorList()) {
+        c10::List<std::optional<at::Tensor>> out;
+        for (const auto& t : iv.toOptionalTensorList()) {
+            std::optional<at::Tensor> ot = t;
+            out.push_back(ot && is_ember(*ot) ? std::make_optional(ot->to(c10::kCPU)) : ot);
+        }
+        iv = c10::IValue(out);
+    } else if (iv.isDevice() && iv.toDevice().type() == c10::DeviceType::PrivateUse1) {
+        iv = c10::IValue(c10::Device(c10::kCPU));
     }
 }
 
-c10::DeviceIndex device_in_stack(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-    size_t n = op.schema().arguments().size();
-    for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-        const auto& iv = stack[i];
-        if (iv.isTensor() && iv.toTensor().device().type() == c10::DeviceType::PrivateUse1) {
-            return iv.toTensor().device().index();
-        }
-        if (iv.isTensorList()) {
-            for (const auto& t : iv.toTensorList()) {
-                at::Tensor tt = t;
-                if (tt.device().type() == c10::DeviceType::PrivateUse1) return tt.device().index();
-            }
-        }
+// Ops that write into arguments their schema does not mark as written: native_batch_norm
+// updates running_mean and running_var (arguments 3 and 4) in training mode.
+bool mutates_undeclared(const std::string& name, size_t arg) {
+    return name == "aten::native_batch_norm" && (arg == 3 || arg == 4);
+}
+
+// Writes the CPU result of a mutated argument back into the original device tensor(s).
+void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
+    auto one = [](const at::Tensor& dst, const at::Tensor& src) {
+        if (!dst.defined() || !is_ember(dst)) return;
+        at::_copy_from_and_resize(src, dst);
+    };
+    if (original.isTensor()) {
+        one(original.toTensor(), cpu.toTensor());
+    } else if (original.isTensorList()) {
+        auto dst = original.toTensorVector();
+        auto src = cpu.toTensorVector();
+        for (size_t k = 0; k < dst.size(); ++k) one(dst[k], src[k]);
     }
-    return static_cast<c10::DeviceIndex>(runtime::current_device());
 }
 
 void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-    const auto& name = op.schema().operator_name();
-    std::string op_name = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    const auto& schema = op.schema();
+    const std::string name = op_name(schema);
+    FallbackScope scope(name);
+    const auto& args = schema.arguments();
+    const size_t begin = stack->size() - args.size();
+    const c10::Device device = op_device(schema, *stack, begin, name);
+    c10::DeviceGuard guard(device);
+    RngRedirect rng(op, *stack, begin, device);
+
+    std::vector<c10::IValue> originals(stack->begin() + begin, stack->end());
+    for (size_t i = 0; i < args.size(); ++i) move_arg_to_cpu((*stack)[begin + i]);
+    // Mutated arguments: keep their CPU versions, which the op writes into.
+    std::vector<std::pair<size_t, c10::IValue>> mutated;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if ((args[i].alias_info() && args[i].alias_info()->isWrite()) || mutates_undeclared(name, i)) {
+            mutated.emplace_back(i, (*stack)[begin + i]);
+        }
+    }
+
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+    for (const auto& [i, cpu] : mutated) copy_back(originals[i], cpu);
+    const auto& rets = schema.returns();
+    const size_t rbegin = stack->size() - rets.size();
+    for (size_t j = 0; j < rets.size(); ++j) {
+        auto& iv = (*stack)[rbegin + j];
+        const auto* alias = rets[j].alias_info();
+        if (alias && alias->isWrite()) {
+            // In-place and out= results are the caller's own tensors.
+            for (size_t i = 0; i < args.size(); ++i) {
+                const auto* a = args[i].alias_info();
+                if (a && a->isWrite() && a->beforeSets() == alias->beforeSets()) {
+                    iv = originals[i];
+                    break;
+                }
+            }
+        } else if (iv.isTensor()) {
+            const at::Tensor& t = iv.toTensor();
+            if (t.defined() && t.device().is_cpu()) iv = c10::IValue(t.to(device));
+        } else if (iv.isTensorList()) {
+            std::vector<at::Tensor> ts = iv.toTensorVector();
+            for (auto& t : ts) if (t.defined() && t.device().is_cpu()) t = t.to(device);
+            iv = c10::IValue(c10::List<at::Tensor>(ts));
+        }
+    }
+}
+
+}  // namespace
+
+FallbackScope::FallbackScope(std::string op)
+    : op_(std::move(op)), outer_(t_scope), uncaught_(std::uncaught_exceptions()),
+      start_(std::chrono::steady_clock::now()) {
     FallbackMode mode = mode_slot().load(std::memory_order_relaxed);
     TORCH_CHECK_NOT_IMPLEMENTED(
-        mode != FallbackMode::kError, "ember: operator '", op_name,
+        mode != FallbackMode::kError, "ember: operator '", op_,
         "' has no ember kernel, and EMBER_FALLBACK=error forbids running it on the CPU. Unset "
         "EMBER_FALLBACK (or set it to 'warn' or 'silent') to let it fall back.");
     if (mode == FallbackMode::kWarn) {
@@ -106,43 +248,38 @@ void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
         {
             auto& r = registry();
             std::lock_guard<std::mutex> lock(r.mu);
-            first = r.warned.insert(op_name).second;
+            first = r.warned.insert(op_).second;
         }
         if (first) {
-            TORCH_WARN("ember: operator '", op_name,
+            TORCH_WARN("ember: operator '", op_,
                        "' has no ember kernel and runs on the CPU (inputs copied to the host and "
                        "results back). torch_ember.fallback_report() lists every such op; "
                        "EMBER_FALLBACK=silent hides this warning, =error forbids fallback.");
         }
     }
-    substitute_generators(op, stack, device_in_stack(op, *stack));
-    Transfers transfers;
-    Transfers* outer = t_transfers;
-    t_transfers = &transfers;
-    auto start = std::chrono::steady_clock::now();
-    try {
-        at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
-    } catch (...) {
-        t_transfers = outer;
-        throw;
-    }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    t_transfers = outer;
+    t_scope = this;
+}
+
+FallbackScope::~FallbackScope() {
+    t_scope = outer_;
+    if (std::uncaught_exceptions() > uncaught_) return;  // the op failed: nothing ran
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     auto& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    FallbackRecord& rec = r.records[op_name];
-    rec.op = op_name;
+    FallbackRecord& rec = r.records[op_];
+    rec.op = op_;
     rec.calls += 1;
-    rec.bytes_to_host += transfers.to_host;
-    rec.bytes_to_device += transfers.to_device;
+    rec.bytes_to_host += to_host_;
+    rec.bytes_to_device += to_device_;
     rec.seconds += seconds;
 }
 
-}  // namespace
+void FallbackScope::add_transfer(size_t bytes, bool to_host) {
+    (to_host ? to_host_ : to_device_) += static_cast<int64_t>(bytes);
+}
 
 void note_transfer(size_t bytes, bool to_host) {
-    if (t_transfers == nullptr) return;
-    (to_host ? t_transfers->to_host : t_transfers->to_device) += static_cast<int64_t>(bytes);
+    if (t_scope != nullptr) t_scope->add_transfer(bytes, to_host);
 }
 
 FallbackMode fallback_mode() { return mode_slot().load(); }

@@ -4,6 +4,7 @@
 // =error refuses.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,5 +25,27 @@ FallbackMode fallback_mode();
 void set_fallback_mode(FallbackMode mode);
 std::vector<FallbackRecord> fallback_records();
 void reset_fallback_records();
+
+// One run of an op on the CPU on behalf of the device. Construction applies the mode (raises in
+// error mode, warns once in warn mode); while alive, host<->device copies on this thread are
+// counted for `op`; destruction after success records the call. Used by the boxed fallback and
+// by kernels that delegate to the CPU explicitly (e.g. convolution until it has a native kernel).
+class FallbackScope {
+  public:
+    explicit FallbackScope(std::string op);
+    ~FallbackScope();
+    FallbackScope(const FallbackScope&) = delete;
+    FallbackScope& operator=(const FallbackScope&) = delete;
+
+    void add_transfer(size_t bytes, bool to_host);
+
+  private:
+    std::string op_;
+    FallbackScope* outer_;
+    int64_t to_host_ = 0;
+    int64_t to_device_ = 0;
+    int uncaught_;
+    std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace ember::torch_glue

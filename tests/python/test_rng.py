@@ -279,7 +279,7 @@ def test_cpu_generator_rejected_for_ember_tensor():
     # As on CUDA ("Expected a 'cuda' device type for generator but found 'cpu'"): a CPU
     # generator cannot drive a draw into an ember tensor.
     g = torch.Generator().manual_seed(0)
-    with pytest.raises(RuntimeError, match="[Ee]xpected a '?ember'? device type for generator"):
+    with pytest.raises(RuntimeError, match=r"(?i)cpu.*generator|generator.*cpu"):
         torch.randn(4, device="ember", generator=g)
 
 

@@ -7,6 +7,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -27,7 +28,9 @@ bool is_pinned_host(const at::Tensor& t) {
 // Same-device copy on the device: strides, broadcasting and dtype conversion in one kernel.
 void copy_on_device(const at::Tensor& dst, const at::Tensor& src_in) {
     at::Tensor src = src_in.expand(dst.sizes());
-    if (at::get_overlap_status(dst, src) == at::MemOverlapStatus::Partial) src = src.clone();
+    // As on CPU: a destination that overlaps itself or partly overlaps its source is refused.
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, src);
     runtime::Device& dev = tensor_device(dst);
     kernels::TensorView d = view_of(dst), s = view_of(src);
     runtime::ThreadPool* pool = &dev.pool();
@@ -184,6 +187,14 @@ at::Tensor& wrapper_fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& wrapper_zero(at::Tensor& self) { return wrapper_fill_scalar(self, 0); }
 
+// Tensor.record_stream: the block is not reused before work queued on `s` has finished.
+void wrapper_record_stream(at::Tensor& self, c10::Stream s) {
+    TORCH_CHECK(s.device_type() == c10::DeviceType::PrivateUse1,
+                "ember: record_stream expects an ember stream, got ", s);
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
+        ->recordDataPtrOnStream(self.storage().data_ptr(), s);
+}
+
 // torch._assert_async: checked on the device, reported at the next synchronizing call.
 void assert_async(const at::Tensor& self, std::string message) {
     TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with ", self.numel() == 0 ? "no values" : "more than one value",
@@ -195,15 +206,25 @@ void assert_async(const at::Tensor& self, std::string message) {
         double value = 0;
         one.data = &value;
         one.dtype = kernels::DType::kFloat64;
+        kernels::TensorView src = v;
+        src.ndim = 0;
         if (kernels::is_complex(v.dtype)) {
-            // Nonzero if either part is: read the pair as two doubles or floats.
-            const char* p = static_cast<const char*>(v.data);
-            bool nonzero = false;
-            for (int k = 0; k < kernels::element_size(v.dtype); ++k) nonzero = nonzero || p[k] != 0;
-            value = nonzero ? 1 : 0;
+            // Nonzero if either part is: view the number as its two real parts.
+            double parts[2];
+            kernels::TensorView pair = src;
+            pair.dtype = v.dtype == kernels::DType::kComplex64 ? kernels::DType::kFloat32
+                                                              : kernels::DType::kFloat64;
+            pair.ndim = 1;
+            pair.sizes[0] = 2;
+            pair.strides[0] = 1;
+            kernels::TensorView both = one;
+            both.data = parts;
+            both.ndim = 1;
+            both.sizes[0] = 2;
+            both.strides[0] = 1;
+            EMBER_RETURN_IF_ERROR(kernels::copy(both, pair, nullptr));
+            value = (parts[0] != 0 || parts[1] != 0) ? 1 : 0;
         } else {
-            kernels::TensorView src = v;
-            src.ndim = 0;
             EMBER_RETURN_IF_ERROR(kernels::copy(one, src, nullptr));
         }
         if (value == 0) return Status(StatusCode::kKernelFailed, message);
@@ -227,6 +248,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("fill_.Scalar", wrapper_fill_scalar);
     m.impl("fill_.Tensor", wrapper_fill_tensor);
     m.impl("zero_", wrapper_zero);
+    m.impl("record_stream", wrapper_record_stream);
     m.impl("_assert_async", wrapper_assert_async);
     m.impl("_assert_async.msg", wrapper_assert_async_msg);
 }

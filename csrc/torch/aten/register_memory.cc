@@ -87,6 +87,10 @@ const at::Tensor& wrapper_resize_(const at::Tensor& self, c10::IntArrayRef size,
 at::Tensor& set_geometry(at::Tensor& self, const c10::Storage& source, int64_t offset,
                          c10::IntArrayRef size, c10::IntArrayRef stride) {
     auto* impl = self.unsafeGetTensorImpl();
+    TORCH_CHECK(source.device() == self.device(),
+                "Attempted to set the storage of a tensor on device \"", self.device(),
+                "\" to a storage on different device \"", source.device(),
+                "\".  This is no longer allowed; the devices must match.");
     if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(source);
     TORCH_CHECK(offset >= 0, "ember: set_ got a negative storage offset ", offset);
     impl->set_storage_offset(offset);

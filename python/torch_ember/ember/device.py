@@ -51,13 +51,13 @@ def current_device() -> int:
     return _C._get_device()
 
 
-def set_device(dev: Any) -> None:
-    _C._set_device(_device_index(dev))
+def set_device(device: Any) -> None:
+    _C._set_device(_device_index(device))
 
 
-def synchronize(dev: Any = None) -> None:
+def synchronize(device: Any = None) -> None:
     """Wait for all work on the device; raises the first error a queued kernel hit."""
-    _C._synchronize(_device_index(dev))
+    _C._synchronize(_device_index(device))
 
 
 class device:

@@ -8,32 +8,32 @@ from .. import _C
 from .device import _device_index
 
 
-def memory_stats(dev: Any = None) -> "OrderedDict[str, Any]":
-    return torch.accelerator.memory_stats(_device_index(dev))
+def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
+    return torch.accelerator.memory_stats(_device_index(device))
 
 
-def memory_allocated(dev: Any = None) -> int:
-    return torch.accelerator.memory_allocated(_device_index(dev))
+def memory_allocated(device: Any = None) -> int:
+    return torch.accelerator.memory_allocated(_device_index(device))
 
 
-def max_memory_allocated(dev: Any = None) -> int:
-    return torch.accelerator.max_memory_allocated(_device_index(dev))
+def max_memory_allocated(device: Any = None) -> int:
+    return torch.accelerator.max_memory_allocated(_device_index(device))
 
 
-def memory_reserved(dev: Any = None) -> int:
-    return torch.accelerator.memory_reserved(_device_index(dev))
+def memory_reserved(device: Any = None) -> int:
+    return torch.accelerator.memory_reserved(_device_index(device))
 
 
-def max_memory_reserved(dev: Any = None) -> int:
-    return torch.accelerator.max_memory_reserved(_device_index(dev))
+def max_memory_reserved(device: Any = None) -> int:
+    return torch.accelerator.max_memory_reserved(_device_index(device))
 
 
-def reset_peak_memory_stats(dev: Any = None) -> None:
-    torch.accelerator.reset_peak_memory_stats(_device_index(dev))
+def reset_peak_memory_stats(device: Any = None) -> None:
+    torch.accelerator.reset_peak_memory_stats(_device_index(device))
 
 
-def reset_accumulated_memory_stats(dev: Any = None) -> None:
-    torch.accelerator.reset_accumulated_memory_stats(_device_index(dev))
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_device_index(device))
 
 
 def empty_cache() -> None:
@@ -41,12 +41,12 @@ def empty_cache() -> None:
     torch.accelerator.empty_cache()
 
 
-def mem_get_info(dev: Any = None) -> tuple:
+def mem_get_info(device: Any = None) -> tuple:
     """(free, total) bytes of the device's capacity (EMBER_DEVICE_MEMORY)."""
-    idx = _device_index(dev)
+    idx = _device_index(device)
     total = _C._device_memory_capacity(idx)
     return total - memory_reserved(idx), total
 
 
-def memory_summary(dev: Any = None, abbreviated: bool = False) -> str:
-    return _C._memory_summary(_device_index(dev))
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    return _C._memory_summary(_device_index(device))

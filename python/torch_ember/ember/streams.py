@@ -55,21 +55,28 @@ def set_stream(stream: torch.Stream) -> None:
 
 
 class StreamContext:
-    """Makes `stream` current on its device for the block (None: no change)."""
+    """Makes `stream` current for the block (None: no change), as torch.cuda.stream: setting a
+    stream also makes its device current, and both are restored on exit."""
 
     def __init__(self, stream: Optional[torch.Stream]):
         self.stream = stream
-        self.prev: Optional[torch.Stream] = None
+        self.prev_device = -1
+        self.prev_src: Optional[torch.Stream] = None
+        self.prev_dst: Optional[torch.Stream] = None
 
     def __enter__(self):
         if self.stream is not None:
-            self.prev = torch.accelerator.current_stream(self.stream.device_index)
+            self.prev_device = _C._get_device()
+            self.prev_src = torch.accelerator.current_stream(self.prev_device)
+            self.prev_dst = torch.accelerator.current_stream(self.stream.device_index)
             torch.accelerator.set_stream(self.stream)
         return self.stream
 
     def __exit__(self, *exc):
-        if self.prev is not None:
-            torch.accelerator.set_stream(self.prev)
+        if self.stream is not None:
+            torch.accelerator.set_stream(self.prev_dst)
+            torch.accelerator.set_stream(self.prev_src)
+            _C._set_device(self.prev_device)
         return False
 
 

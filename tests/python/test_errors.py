@@ -1,0 +1,333 @@
+"""Errors: asynchronous kernel failures and when they surface, synchronous mode, invalid devices,
+mixed-device operands and unsupported dtypes."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch_ember
+
+ASSERT_MSG = "Expected Tensor with single nonzero value"
+
+
+def _drain():
+    """Consume any error a failing test left queued, so it does not surface in the next one."""
+    for i in range(torch.ember.device_count()):
+        for _ in range(2):
+            try:
+                torch.ember.synchronize(i)
+            except RuntimeError:
+                pass
+
+
+@pytest.fixture(autouse=True)
+def _clean_state():
+    yield
+    torch_ember._C._set_sync_mode(False)
+    _drain()
+    for i in range(torch.ember.device_count()):
+        torch.accelerator.set_stream(torch.ember.default_stream(i))
+    torch.ember.set_device(0)
+
+
+def _device_works(device="ember"):
+    x = torch.randn(32, 32)
+    torch.testing.assert_close((x.to(device) * 2 + 1).cpu(), x * 2 + 1)
+
+
+# --- asynchronous kernel errors ----------------------------------------------------------------
+
+
+def test_assert_async_returns_and_synchronize_raises():
+    t = torch.tensor(0, device="ember")
+    torch._assert_async(t)  # queued: no error yet
+    with pytest.raises(RuntimeError, match=rf"'_assert_async'.*{ASSERT_MSG}"):
+        torch.ember.synchronize()
+    torch.ember.synchronize()  # reported once: the device is usable again
+    _device_works()
+
+
+@pytest.mark.parametrize(
+    "sync",
+    [
+        pytest.param(lambda t: torch.ember.synchronize(), id="torch.ember.synchronize"),
+        pytest.param(lambda t: t.item(), id="item"),
+        pytest.param(lambda t: t.cpu(), id="cpu"),
+        pytest.param(lambda t: torch.ember.current_stream().synchronize(), id="stream.synchronize"),
+        pytest.param(lambda t: torch.accelerator.synchronize(), id="accelerator.synchronize"),
+        pytest.param(lambda t: t + 1, id="fallback-op"),
+    ],
+)
+def test_queued_error_surfaces_at_the_next_synchronizing_call(sync):
+    t = torch.tensor(0, device="ember")
+    torch._assert_async(t)
+    with pytest.raises(RuntimeError, match=rf"_assert_async.*{ASSERT_MSG}"):
+        sync(t)
+    torch.ember.synchronize()
+    assert torch.tensor(5, device="ember").item() == 5
+
+
+def test_event_synchronize_raises_queued_error():
+    torch._assert_async(torch.tensor(0, device="ember"))
+    e = torch.ember.Event()
+    e.record()
+    with pytest.raises(RuntimeError, match=rf"_assert_async.*{ASSERT_MSG}"):
+        e.synchronize()
+    torch.ember.synchronize()
+
+
+def test_assert_async_custom_message():
+    torch._assert_async(torch.tensor(0.0, device="ember"), "custom msg")
+    with pytest.raises(RuntimeError, match=r"_assert_async.*custom msg"):
+        torch.ember.synchronize()
+    _device_works()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [torch.tensor(1), torch.tensor(0.5), torch.tensor(True), torch.tensor(-3, dtype=torch.int8),
+     torch.tensor(float("nan")), torch.tensor(1 + 0j), torch.tensor(0 + 2j)],
+    ids=str,
+)
+def test_assert_async_passes_for_nonzero(value):
+    torch._assert_async(value.to("ember"))
+    torch.ember.synchronize()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [torch.tensor(0), torch.tensor(0.0), torch.tensor(-0.0), torch.tensor(False),
+     torch.tensor(0j), torch.tensor(complex(-0.0, 0.0)), torch.tensor(complex(0.0, -0.0)),
+     torch.tensor(0, dtype=torch.bfloat16)],
+    ids=lambda v: f"{v.item()}-{v.dtype}",
+)
+def test_assert_async_fails_for_zero_like_cpu(value):
+    with pytest.raises(RuntimeError, match=ASSERT_MSG):  # what the CPU does
+        torch._assert_async(value)
+    torch._assert_async(value.to("ember"))
+    with pytest.raises(RuntimeError, match=ASSERT_MSG):
+        torch.ember.synchronize()
+
+
+def test_assert_async_checks_numel_at_the_call():
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        torch._assert_async(torch.zeros(2, device="ember"))
+    with pytest.raises(RuntimeError, match="no values is ambiguous"):
+        torch._assert_async(torch.zeros(0, device="ember"))
+
+
+def test_assert_async_on_a_view_reads_the_viewed_element():
+    t = torch.tensor([1, 0, 1], device="ember")
+    torch._assert_async(t[0])
+    torch._assert_async(t[2])
+    torch.ember.synchronize()
+    torch._assert_async(t[1])
+    with pytest.raises(RuntimeError, match=ASSERT_MSG):
+        torch.ember.synchronize()
+
+
+def test_assert_async_sees_queued_writes():
+    t = torch.ones((), device="ember")
+    torch.ember._sleep(100)
+    t.zero_()  # queued before the check, on the same stream
+    torch._assert_async(t)
+    with pytest.raises(RuntimeError, match=ASSERT_MSG):
+        torch.ember.synchronize()
+
+
+def test_error_on_a_side_stream():
+    s = torch.ember.Stream()
+    with torch.ember.stream(s):
+        torch._assert_async(torch.tensor(0, device="ember"))
+    with pytest.raises(RuntimeError, match=rf"_assert_async.*{ASSERT_MSG}"):
+        s.synchronize()
+    s.synchronize()
+
+
+def test_error_belongs_to_its_device():
+    torch._assert_async(torch.tensor(0, device="ember:1"))
+    torch.ember.synchronize(0)  # device 0 had no failure
+    with pytest.raises(RuntimeError, match=rf"ember:1.*{ASSERT_MSG}"):
+        torch.ember.synchronize(1)
+    torch.ember.synchronize(1)
+    _device_works("ember:1")
+
+
+def test_only_the_first_error_is_kept():
+    t = torch.tensor(0, device="ember")
+    torch._assert_async(t, "first")
+    torch._assert_async(t, "second")
+    with pytest.raises(RuntimeError, match="first") as info:
+        torch.ember.synchronize()
+    assert "second" not in str(info.value)
+    torch.ember.synchronize()
+
+
+# --- synchronous mode --------------------------------------------------------------------------
+
+
+def test_sync_mode_toggle_raises_at_the_call():
+    assert torch_ember._C._sync_mode() is False
+    t = torch.tensor(0, device="ember")
+    torch_ember._C._set_sync_mode(True)
+    try:
+        assert torch_ember._C._sync_mode() is True
+        with pytest.raises(RuntimeError, match=rf"_assert_async.*{ASSERT_MSG}"):
+            torch._assert_async(t)
+        torch.ember.synchronize()  # nothing left over
+        torch._assert_async(torch.tensor(1, device="ember"))
+        _device_works()
+    finally:
+        torch_ember._C._set_sync_mode(False)
+    assert torch_ember._C._sync_mode() is False
+    torch._assert_async(t)  # asynchronous again
+    with pytest.raises(RuntimeError, match=ASSERT_MSG):
+        torch.ember.synchronize()
+
+
+def test_ember_sync_env_raises_at_the_call():
+    code = textwrap.dedent(
+        """
+        import torch, torch_ember
+        assert torch_ember._C._sync_mode() is True
+        t = torch.tensor(0, device="ember")
+        try:
+            torch._assert_async(t, "custom msg")
+        except RuntimeError as e:
+            print("RAISED_AT_CALL", e)
+        else:
+            print("NOT_RAISED")
+        torch.ember.synchronize()  # already reported
+        x = torch.randn(16)
+        assert torch.equal((x.to("ember") + 1).cpu(), x + 1)
+        print("DEVICE_OK")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "EMBER_SYNC": "1"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "RAISED_AT_CALL" in proc.stdout, proc.stdout
+    assert "_assert_async" in proc.stdout and "custom msg" in proc.stdout
+    assert "DEVICE_OK" in proc.stdout
+
+
+# --- devices -----------------------------------------------------------------------------------
+
+
+def _bad_index():
+    return max(7, torch.ember.device_count())
+
+
+def test_invalid_device_index_names_the_device_count():
+    idx, n = _bad_index(), torch.ember.device_count()
+    expected = rf"invalid ember device index {idx}: there are {n} ember devices"
+    with pytest.raises(ValueError, match=expected):
+        torch.empty(1, device=f"ember:{idx}")
+    with pytest.raises(ValueError, match=expected):
+        torch.ones(2).to(f"ember:{idx}")
+    with pytest.raises(ValueError, match=expected):
+        torch.ember.set_device(idx)
+    with pytest.raises(ValueError, match=expected):
+        torch.ember.Stream(device=idx)
+    with pytest.raises(ValueError, match=expected):
+        torch.ember.synchronize(idx)
+    assert torch.ember.current_device() == 0
+    _device_works()
+
+
+CPU = torch.ones(2, 2)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        pytest.param(lambda a, c: a + c, id="add"),
+        pytest.param(lambda a, c: c + a, id="cpu+ember"),
+        pytest.param(lambda a, c: a * c, id="mul"),
+        pytest.param(lambda a, c: a.add_(c), id="add_"),
+        pytest.param(lambda a, c: torch.mm(a, c), id="mm"),
+        pytest.param(lambda a, c: a @ c, id="matmul"),
+        pytest.param(lambda a, c: torch.addmm(a, a, c), id="addmm"),
+        pytest.param(lambda a, c: torch.bmm(a[None], c[None]), id="bmm"),
+        pytest.param(lambda a, c: torch.dot(a[0], c[0]), id="dot"),
+        pytest.param(lambda a, c: torch.nn.functional.linear(a, c), id="linear"),
+        pytest.param(lambda a, c: torch.cat([a, c]), id="cat"),
+        pytest.param(lambda a, c: torch.stack([a, c]), id="stack"),
+        pytest.param(lambda a, c: torch.where(a > 0, a, c), id="where"),
+        pytest.param(lambda a, c: a.index_select(0, torch.tensor([0])), id="index_select"),
+    ],
+)
+def test_mixing_ember_and_cpu_tensors_raises(op):
+    # As CPU + CUDA: a non-scalar CPU operand is an error, never a silent host computation.
+    a = torch.ones(2, 2, device="ember")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(a, CPU)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        pytest.param(lambda a, b: a + b, id="add"),
+        pytest.param(lambda a, b: torch.mm(a, b), id="mm"),
+        pytest.param(lambda a, b: torch.cat([a, b]), id="cat"),
+    ],
+)
+def test_mixing_ember_devices_raises(op):
+    a = torch.ones(2, 2, device="ember:0")
+    b = torch.ones(2, 2, device="ember:1")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(a, b)
+
+
+def test_cpu_scalar_tensor_mixes_with_ember():
+    # 0-dim CPU tensors are allowed with device tensors, as with CUDA.
+    a = torch.arange(4.0, device="ember")
+    out = a + torch.tensor(2.0)
+    assert out.device == torch.device("ember:0")
+    torch.testing.assert_close(out.cpu(), torch.arange(4.0) + 2)
+
+
+def test_copy_between_devices_is_allowed():
+    src = torch.arange(6.0, device="ember:1")
+    dst = torch.zeros(6, device="ember:0")
+    dst.copy_(src)
+    torch.testing.assert_close(dst.cpu(), torch.arange(6.0))
+    torch.testing.assert_close(torch.arange(6.0).to("ember:1").to("ember:0").cpu(),
+                               torch.arange(6.0))
+
+
+# --- dtypes ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype, name",
+    [(torch.float8_e4m3fn, "Float8_e4m3fn"), (torch.float8_e5m2, "Float8_e5m2"),
+     (torch.complex32, "ComplexHalf"), (torch.uint16, "UInt16")],
+)
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_unsupported_dtype_names_the_dtype(dtype, name):
+    pattern = rf"dtype {name} is not supported on the ember device"
+    with pytest.raises(NotImplementedError, match=pattern):
+        torch.empty(2, dtype=dtype, device="ember")
+    with pytest.raises(NotImplementedError, match=pattern):
+        torch.zeros(2, dtype=dtype).to("ember")
+    with pytest.raises(NotImplementedError, match=pattern):
+        torch.ones(2, device="ember").to(dtype)
+    _device_works()
+
+
+@pytest.mark.parametrize("dtype", [torch.qint8, torch.quint8, torch.qint32])
+def test_quantized_dtype_is_refused(dtype):
+    # As for CUDA (QuantizedCUDA), the dispatcher refuses before the backend sees the dtype:
+    # the message names the Quantized<backend> dispatch key, not the dtype.
+    with pytest.raises(NotImplementedError, match=r"'aten::empty\.memory_format'.*'Quantizedember'"):
+        torch.empty(2, dtype=dtype, device="ember")
+    _device_works()
+
+
+def test_sparse_layout_is_refused():
+    with pytest.raises(NotImplementedError, match="'Sparseember' backend"):
+        torch.empty(2, 2, device="ember", layout=torch.sparse_coo)
+    _device_works()

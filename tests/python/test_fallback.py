@@ -1,0 +1,592 @@
+"""The boxed CPU fallback: ops without an ember kernel run on the host, exactly like CPU, with a
+warning once per op, counters in torch_ember.fallback_report(), and EMBER_FALLBACK modes."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+import torch_ember
+
+EXACT = dict(rtol=0, atol=0)
+
+
+@pytest.fixture(autouse=True)
+def _fallback_state():
+    """Every test starts with empty counters in 'warn' mode and leaves the mode as it was."""
+    old = torch_ember.set_fallback_mode("warn")
+    torch_ember.reset_fallback_stats()
+    yield
+    torch_ember.set_fallback_mode(old)
+
+
+def _ember_warnings(records):
+    return [str(w.message) for w in records if "has no ember kernel" in str(w.message)]
+
+
+def _e(t):
+    return t.to("ember")
+
+
+# --- subprocesses: warn-once and EMBER_FALLBACK, started together to keep the file fast -------
+
+_CHILD = textwrap.dedent("""
+    import json, warnings
+    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        import torch, torch_ember
+        out = {"mode": torch_ember.set_fallback_mode("warn")}
+        torch_ember.set_fallback_mode(out["mode"])
+        a = torch.ones(1000, device="ember")
+        b = torch.full((1000,), 2.0, device="ember")
+        try:
+            c = torch.add(a, b)
+            c = torch.add(a, c)
+            torch.sub(a, b)
+            torch_ember.reset_fallback_stats()
+            torch.add(c, c)  # warned already: a reset does not re-arm the warning
+            out["result"] = c.cpu().tolist()[:2]
+        except NotImplementedError as e:
+            out["error"] = str(e)
+    out["warnings"] = [str(w.message) for w in rec]
+    out["report"] = torch_ember.fallback_report().to_dict()
+    print(json.dumps(out))
+""")
+
+# Three interpreters on few cores: an unknown value (which means 'warn', the default) checks
+# the warn-once behaviour as well.
+_ENVS = {"warn": "nonsense", "silent": "silent", "error": "error"}
+
+
+@pytest.fixture(scope="module")
+def children():
+    procs = {}
+    for name, value in _ENVS.items():
+        env = dict(os.environ, EMBER_FALLBACK=value)
+        procs[name] = subprocess.Popen([sys.executable, "-c", _CHILD], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = {}
+    for name, p in procs.items():
+        stdout, stderr = p.communicate(timeout=120)
+        assert p.returncode == 0, stderr
+        out[name] = json.loads(stdout.strip().splitlines()[-1])
+        out[name]["stderr"] = stderr
+    return out
+
+
+def _op_warnings(child, op):
+    return [w for w in child["warnings"] if f"operator '{op}' has no ember kernel" in w]
+
+
+def test_warns_exactly_once_per_op(children):
+    child = children["warn"]
+    assert child["mode"] == "warn"
+    assert child["result"] == [4.0, 4.0]
+    assert len(_op_warnings(child, "aten::add.out")) == 1
+    assert len(_op_warnings(child, "aten::sub.out")) == 1
+    msg = _op_warnings(child, "aten::add.out")[0]
+    assert "runs on the CPU" in msg and "fallback_report" in msg and "EMBER_FALLBACK" in msg
+    assert child["report"]["aten::add.out"]["calls"] == 1  # counted after the reset
+
+
+def test_env_silent_counts_without_warning(children):
+    child = children["silent"]
+    assert child["mode"] == "silent"
+    assert child["result"] == [4.0, 4.0]
+    assert _ember_warnings_from(child) == []
+    assert child["report"]["aten::add.out"]["calls"] == 1
+
+
+def test_env_error_refuses(children):
+    child = children["error"]
+    assert child["mode"] == "error"
+    assert "aten::add.out" in child["error"] and "EMBER_FALLBACK=error" in child["error"]
+    assert _ember_warnings_from(child) == []
+    assert child["report"] == {}
+
+
+def test_env_invalid_value_warns_and_uses_warn(children):
+    child = children["warn"]
+    assert child["mode"] == "warn"
+    assert child["result"] == [4.0, 4.0]
+    # The warning may come as a Python warning or from c10's handler on stderr.
+    assert any("EMBER_FALLBACK=nonsense is not one of warn, silent, error" in w
+               for w in child["warnings"] + [child["stderr"]])
+    assert len(_op_warnings(child, "aten::add.out")) == 1
+
+
+def _ember_warnings_from(child):
+    return [w for w in child["warnings"] if "has no ember kernel" in w]
+
+
+# --- warnings in this process -----------------------------------------------------------------
+
+def test_warns_once_in_process():
+    # An op no other test uses: the warn-once set is per process and survives resets.
+    x = _e(torch.linspace(0.1, 2.0, 7))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        y = torch.special.i1e(x)
+    msgs = _ember_warnings(rec)
+    assert len(msgs) == 1 and "aten::special_i1e.out" in msgs[0]
+    torch.testing.assert_close(y.cpu(), torch.special.i1e(x.cpu()))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        torch.special.i1e(x)
+        torch_ember.reset_fallback_stats()
+        torch.special.i1e(x)
+    assert _ember_warnings(rec) == []
+
+
+def test_pytest_warns_names_op():
+    x = _e(torch.linspace(0.1, 2.0, 7))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with pytest.warns(UserWarning, match=r"aten::special_i0e\.out"):
+            torch.special.i0e(x)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        y = torch.special.i0e(x)
+    assert _ember_warnings(rec) == []
+    torch.testing.assert_close(y.cpu(), torch.special.i0e(x.cpu()))
+
+
+def test_silent_mode_counts_without_warning():
+    assert torch_ember.set_fallback_mode("silent") == "warn"
+    x = _e(torch.linspace(0.1, 2.0, 5))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        torch.special.i1(x)
+        torch.special.i1(x)
+    assert _ember_warnings(rec) == []
+    assert torch_ember.fallback_report().to_dict()["aten::special_i1.out"]["calls"] == 2
+    # The op was never warned about: back in warn mode it warns on first use.
+    torch_ember.set_fallback_mode("warn")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        torch.special.i1(x)
+    assert len(_ember_warnings(rec)) == 1
+
+
+def test_error_mode_raises():
+    assert torch_ember.set_fallback_mode("error") == "warn"
+    a = _e(torch.ones(3))
+    with pytest.raises(NotImplementedError, match=r"operator 'aten::mul\.out'.*EMBER_FALLBACK"):
+        torch.mul(a, a)
+    # Native ops still work.
+    a.fill_(2)
+    assert a.cpu().tolist() == [2.0, 2.0, 2.0]
+    assert a.to("ember:1").view(3, 1).t().cpu().tolist() == [[2.0, 2.0, 2.0]]
+    assert torch_ember.fallback_report() == []
+    assert torch_ember.set_fallback_mode("warn") == "error"
+    torch.testing.assert_close(torch.mul(a, a).cpu(), torch.full((3,), 4.0))
+
+
+def test_set_fallback_mode_validates():
+    with pytest.raises(ValueError, match="'warn', 'silent' or 'error'"):
+        torch_ember.set_fallback_mode("loud")
+    assert torch_ember.set_fallback_mode("warn") == "warn"
+
+
+# --- report -----------------------------------------------------------------------------------
+
+def test_report_counts_calls_and_bytes():
+    a = _e(torch.randn(1000))
+    b = _e(torch.randn(1000))
+    for _ in range(3):
+        torch.add(a, b)
+    torch.mul(a, b)
+    report = torch_ember.fallback_report()
+    d = report.to_dict()
+    add = d["aten::add.out"]
+    assert add["calls"] == 3
+    assert add["bytes_to_host"] >= 3 * 8000
+    assert add["bytes_to_device"] >= 3 * 4000
+    assert add["seconds"] >= 0
+    assert d["aten::mul.out"]["calls"] == 1
+    assert report[0].op == "aten::add.out" and report[0].calls == 3  # most-called first
+    assert report.total_calls == sum(r.calls for r in report) == 4
+    assert report.bytes_to_host == sum(r.bytes_to_host for r in report)
+    assert report.bytes_to_device == sum(r.bytes_to_device for r in report)
+    text = str(report)
+    assert "aten::add.out" in text and "aten::mul.out" in text and "4 calls" in text
+    assert repr(report) == text
+
+
+def test_report_is_sorted_by_calls_then_name():
+    x = _e(torch.randn(10))
+    torch.abs(x)
+    for _ in range(2):
+        torch.neg(x)
+        torch.exp(x)
+    ops = [r.op for r in torch_ember.fallback_report()]
+    assert ops == ["aten::exp.out", "aten::neg.out", "aten::abs.out"]
+
+
+def test_report_counts_bytes_of_large_tensors():
+    a = _e(torch.randn(256, 256))
+    torch_ember.reset_fallback_stats()
+    torch.sigmoid(a)
+    rec = torch_ember.fallback_report().to_dict()["aten::sigmoid.out"]
+    assert rec["bytes_to_host"] >= 256 * 256 * 4
+    assert rec["bytes_to_device"] >= 256 * 256 * 4
+
+
+def test_reset_clears_report():
+    torch.add(_e(torch.ones(2)), 1)
+    assert torch_ember.fallback_report().total_calls >= 1
+    torch_ember.reset_fallback_stats()
+    report = torch_ember.fallback_report()
+    assert report == [] and report.total_calls == 0 and report.to_dict() == {}
+    assert "no op fell back" in str(report)
+
+
+def test_native_ops_are_not_reported():
+    x = torch.empty(100, device="ember")
+    x.fill_(1)
+    x.zero_()
+    y = x.view(10, 10).t()[2:].unfold(0, 2, 1)
+    torch.empty_strided((2, 2), (1, 2), device="ember")
+    x.cpu()
+    torch.ones(3).to("ember").to(torch.float16).to("ember:1")
+    x.resize_(200)
+    x[3].item()
+    del y
+    assert torch_ember.fallback_report() == []
+
+
+# --- semantics: exactly like CPU --------------------------------------------------------------
+
+BINARY_CASES = {
+    "add": lambda a, b: torch.add(a, b, alpha=2),
+    "sub_scalar": lambda a, b: a - 1.5,
+    "rsub": lambda a, b: 3 - a,
+    "mul_int_scalar": lambda a, b: a * 3,
+    "div": lambda a, b: a / (b.abs() + 1),
+    "floor_div": lambda a, b: torch.div(a, 0.7, rounding_mode="floor"),
+    "pow": lambda a, b: a.abs() ** 0.5,
+    "matmul": lambda a, b: a @ b.t(),
+    "where": lambda a, b: torch.where(a > 0, a, b),
+    "cat": lambda a, b: torch.cat([a, b], dim=1),
+    "stack": lambda a, b: torch.stack([a, b]),
+    "sum": lambda a, b: a.sum(dim=1, keepdim=True),
+    "mean_all": lambda a, b: a.mean(),
+    "cumsum": lambda a, b: a.cumsum(0),
+    "softmax": lambda a, b: torch.softmax(a, dim=-1),
+    "clamp": lambda a, b: a.clamp(-0.5, 0.5),
+    "index": lambda a, b: a[torch.tensor([2, 0], device=a.device)],
+    "masked": lambda a, b: a[a > 0],
+    "gather": lambda a, b: a.gather(1, torch.tensor([[0], [3], [2]], device=a.device)),
+    "argmax": lambda a, b: a.argmax(dim=1),
+    "eq": lambda a, b: a == b,
+    "tril": lambda a, b: a.tril(),
+    "clone": lambda a, b: a.clone(),
+    "contiguous": lambda a, b: a.t().contiguous(),
+    "flip": lambda a, b: a.flip(0),
+    "roll": lambda a, b: a.roll(1, 1),
+    "repeat": lambda a, b: a.repeat(2, 1),
+    "topk": lambda a, b: a.topk(2, dim=1).values,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY_CASES))
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_ops_match_cpu(name, layout):
+    fn = BINARY_CASES[name]
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    if layout == "transposed":
+        a, b = torch.randn(4, 3).t(), torch.randn(4, 3).t()
+        assert not a.is_contiguous()
+    expected = fn(a, b)
+    got = fn(_e(a) if layout == "contiguous" else _e(a.t()).t(),
+             _e(b) if layout == "contiguous" else _e(b.t()).t())
+    assert got.device.type == "ember"
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool,
+                                   torch.float16, torch.bfloat16, torch.float64])
+def test_dtypes_and_promotion(dtype):
+    a = (torch.arange(12).reshape(3, 4) % 5).to(dtype)
+    b = (torch.arange(12).reshape(3, 4) % 3).to(dtype)
+    cases = [
+        lambda a, b: a + b,
+        lambda a, b: a * 2,
+        lambda a, b: a + 1.5,  # int + float scalar promotes to float
+        lambda a, b: a & b if dtype in (torch.bool, torch.int64, torch.int32, torch.int8,
+                                        torch.uint8) else a - b,
+        lambda a, b: a.sum(),
+        lambda a, b: a.max(),
+        lambda a, b: a > b,
+        lambda a, b: a.to(torch.float32) / 3,
+        lambda a, b: torch.maximum(a, b),
+    ]
+    for fn in cases:
+        expected = fn(a, b)
+        got = fn(_e(a), _e(b))
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got.cpu(), expected, **EXACT)
+
+
+def test_result_of_mixed_cpu_scalar_tensor():
+    a = _e(torch.arange(4.0))
+    got = a + torch.tensor(2.0)  # a CPU 0-dim tensor is allowed with device tensors
+    torch.testing.assert_close(got.cpu(), torch.arange(4.0) + 2)
+    assert got.device.type == "ember"
+
+
+def test_mixing_cpu_and_ember_tensors_fails():
+    with pytest.raises(RuntimeError, match="[Ee]xpected all tensors to be on the same device"):
+        _e(torch.ones(3)) + torch.ones(3)
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("add_", lambda x: x.add_(1)),
+    ("mul_tensor", lambda x: x.mul_(torch.arange(4.0, device=x.device))),
+    ("clamp_", lambda x: x.clamp_(min=3)),
+    ("index_put_", lambda x: x.index_put_((torch.tensor([0, 2], device=x.device),),
+                                          torch.tensor(-1.0, device=x.device))),
+    ("masked_fill_", lambda x: x.masked_fill_(x > 5, 0.5)),
+    ("setitem", lambda x: x.__setitem__((slice(None), 1), 9.0)),
+    ("exp_", lambda x: x.exp_()),
+    ("copy_scatter", lambda x: x.scatter_(1, torch.tensor([[1], [0], [3]], device=x.device), 7.0)),
+])
+@pytest.mark.parametrize("target", ["whole", "transposed-view", "strided-view"])
+def test_in_place_matches_cpu(name, fn, target):
+    select = {
+        "whole": lambda x: x,
+        "transposed-view": lambda x: x.t().t()[:, :],
+        "strided-view": lambda x: x.view(6, 4)[::2],
+    }[target]
+    cpu = torch.arange(24.0).reshape(6, 4)
+    ember = _e(cpu)
+    v_cpu, v = select(cpu), select(ember)
+    r_cpu, r = fn(v_cpu), fn(v)
+    if r_cpu is v_cpu:
+        assert r is v  # in-place ops return self
+    torch.testing.assert_close(ember.cpu(), cpu, **EXACT)
+
+
+def test_in_place_on_transposed_view():
+    cpu = torch.arange(12.0).reshape(3, 4)
+    ember = _e(cpu)
+    cpu.t().add_(torch.arange(3.0))
+    ember.t().add_(_e(torch.arange(3.0)))
+    torch.testing.assert_close(ember.cpu(), cpu, **EXACT)
+
+
+def test_in_place_on_view_writes_through_to_base():
+    x = _e(torch.arange(6.0).reshape(2, 3))
+    x[0].mul_(2)
+    torch.testing.assert_close(x.cpu(), torch.tensor([[0.0, 2.0, 4.0], [3.0, 4.0, 5.0]]), **EXACT)
+    x[:, 1].sub_(10)
+    torch.testing.assert_close(x.cpu(), torch.tensor([[0.0, -8.0, 4.0], [3.0, -6.0, 5.0]]), **EXACT)
+    x.diagonal().neg_()
+    torch.testing.assert_close(x.cpu(), torch.tensor([[0.0, -8.0, 4.0], [3.0, 6.0, 5.0]]), **EXACT)
+
+
+def test_in_place_keeps_identity_and_storage():
+    x = _e(torch.ones(5))
+    ptr = x.data_ptr()
+    y = x.add_(1)
+    assert y is x and x.data_ptr() == ptr
+
+
+@pytest.mark.parametrize("out_shape", [(4,), (0,), (2, 2)], ids=["right", "empty", "wrong"])
+def test_out_variant(out_shape):
+    a, b = torch.arange(4.0), torch.full((4,), 0.5)
+    out = torch.empty(out_shape, device="ember")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
+        r = torch.add(_e(a), _e(b), out=out)
+    assert r is out
+    assert out.shape == (4,)
+    torch.testing.assert_close(out.cpu(), a + b, **EXACT)
+
+
+def test_out_variant_wrong_numel_is_resized():
+    out = torch.empty(2, 3, device="ember")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
+        torch.mul(_e(torch.arange(10.0)), 2, out=out)
+    assert out.shape == (10,)
+    torch.testing.assert_close(out.cpu(), torch.arange(10.0) * 2, **EXACT)
+
+
+def test_out_variant_non_contiguous_out():
+    out_cpu = torch.zeros(4, 3).t()
+    out = torch.zeros(4, 3, device="ember").t()
+    a = torch.arange(12.0).reshape(3, 4)
+    torch.add(a, 1, out=out_cpu)
+    torch.add(_e(a), 1, out=out)
+    assert out.stride() == out_cpu.stride()
+    torch.testing.assert_close(out.cpu(), out_cpu, **EXACT)
+
+
+def test_out_variant_dtype_mismatch_fails_like_cpu():
+    a = torch.arange(4.0)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        torch.add(a, 1, out=torch.empty(4, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        torch.add(_e(a), 1, out=torch.empty(4, dtype=torch.int64, device="ember"))
+
+
+def test_out_variant_multiple_outputs():
+    x = torch.randn(5, 4)
+    vals = torch.empty(0, device="ember")
+    idx = torch.empty(0, dtype=torch.int64, device="ember")
+    r = torch.max(_e(x), dim=0, out=(vals, idx))
+    assert r[0] is vals and r[1] is idx
+    ev, ei = torch.max(x, dim=0)
+    torch.testing.assert_close(vals.cpu(), ev, **EXACT)
+    torch.testing.assert_close(idx.cpu(), ei, **EXACT)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.max(x, dim=0),
+    lambda x: torch.min(x, dim=1, keepdim=True),
+    lambda x: torch.sort(x, dim=1, descending=True),
+    lambda x: torch.sort(x.t(), dim=0, stable=True),
+    lambda x: torch.topk(x, 3, dim=0),
+    lambda x: torch.var_mean(x, dim=1),
+    lambda x: torch.std_mean(x),
+    lambda x: torch.unique(x.round(), return_inverse=True, return_counts=True),
+    lambda x: torch.linalg.qr(x[:4, :4]),
+    lambda x: x.chunk(2),
+], ids=["max", "min-keepdim", "sort", "sort-transposed", "topk", "var_mean", "std_mean",
+        "unique", "qr", "chunk"])
+def test_multiple_outputs(fn):
+    torch.manual_seed(1)
+    x = torch.randn(6, 5)
+    expected = fn(x)
+    got = fn(_e(x))
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.device.type == "ember" and g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.cpu(), e)
+
+
+def test_fallback_ordered_after_queued_device_work():
+    x = torch.zeros(1000, device="ember")
+    torch.ember._sleep(100)
+    x.fill_(3)  # native, queued behind the sleep
+    y = x + 1  # fallback: must see the fill
+    torch.testing.assert_close(y.cpu(), torch.full((1000,), 4.0), **EXACT)
+
+
+def test_fallback_result_visible_to_later_native_work():
+    x = torch.zeros(100, device="ember")
+    torch.ember._sleep(50)
+    x.fill_(1)
+    x.mul_(5)  # fallback in place
+    x[:50].zero_()  # native, after the fallback's write-back
+    expected = torch.full((100,), 5.0)
+    expected[:50] = 0
+    torch.testing.assert_close(x.cpu(), expected, **EXACT)
+
+
+def test_fallback_on_second_device():
+    a = _e(torch.arange(5.0)).to("ember:1")
+    b = a * a
+    assert b.device == torch.device("ember:1")
+    torch.testing.assert_close(b.cpu(), torch.arange(5.0) ** 2, **EXACT)
+    with torch.ember.device(1):
+        c = torch.arange(3.0, device="ember")
+    assert c.device == torch.device("ember:1")
+
+
+def test_fallback_errors_surface_like_cpu():
+    with pytest.raises(RuntimeError, match="size of tensor a \\(3\\) must match"):
+        _e(torch.ones(3)) + _e(torch.ones(4))
+    with pytest.raises(IndexError, match="out of bounds|out of range"):
+        _e(torch.ones(3))[torch.tensor([5], device="ember")]
+
+
+def test_factory_ops_fall_back_onto_ember():
+    for fn in (lambda d: torch.arange(5, device=d), lambda d: torch.linspace(0, 1, 5, device=d),
+               lambda d: torch.eye(3, device=d), lambda d: torch.full((2, 2), 7, device=d)):
+        got = fn("ember")
+        assert got.device.type == "ember"
+        torch.testing.assert_close(got.cpu(), fn("cpu"), **EXACT)
+
+
+# --- views keep aliasing ----------------------------------------------------------------------
+
+VIEWS = {
+    "t": lambda x: x.t(),
+    "view": lambda x: x.view(4, 3),
+    "slice": lambda x: x[1:],
+    "unsqueeze": lambda x: x.unsqueeze(0),
+    "expand": lambda x: x[:1].expand(5, 4),
+    "diagonal": lambda x: x.diagonal(),
+    "unfold": lambda x: x.unfold(0, 2, 1),
+    "narrow": lambda x: x.narrow(1, 1, 2),
+    "select": lambda x: x[1],
+    "permute": lambda x: x.permute(1, 0),
+    "squeeze": lambda x: x.unsqueeze(1).squeeze(1),
+    "reshape": lambda x: x.reshape(12),
+    "flatten": lambda x: x.flatten(),
+    "as_strided": lambda x: x.as_strided((2, 2), (1, 4), 1),
+    "unbind": lambda x: x.unbind(1)[2],
+    "split": lambda x: x.split(2, dim=1)[1],
+    "movedim": lambda x: x.movedim(0, 1),
+    "step": lambda x: x[::2, 1::2],
+    "alias": lambda x: torch.ops.aten.alias(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_views_alias_base(name):
+    make = VIEWS[name]
+    cpu = torch.arange(12.0).reshape(3, 4)
+    x = _e(cpu)
+    v = make(x)
+    assert v._base is x
+    assert v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    torch.testing.assert_close(v.cpu(), make(cpu), **EXACT)
+    v.fill_(-1)  # native write through the view
+    make(cpu).fill_(-1)
+    torch.testing.assert_close(x.cpu(), cpu, **EXACT)
+    if name not in ("expand", "unfold"):  # internal overlap: undefined for in-place math
+        make(x).mul_(3)  # fallback write through the view
+        make(cpu).mul_(3)
+        torch.testing.assert_close(x.cpu(), cpu, **EXACT)
+    x.add_(100)  # writes to the base show up in the view
+    cpu.add_(100)
+    torch.testing.assert_close(v.cpu(), make(cpu), **EXACT)
+
+
+def test_view_as_real_aliases_complex():
+    cpu = torch.complex(torch.arange(3.0), torch.zeros(3))
+    z = _e(cpu)
+    r = torch.view_as_real(z)
+    assert r._base is z
+    assert r.untyped_storage().data_ptr() == z.untyped_storage().data_ptr()
+    r[:, 1].fill_(2)
+    r[:, 0].mul_(10)
+    torch.testing.assert_close(z.cpu(), torch.complex(torch.arange(3.0) * 10, torch.full((3,), 2.0)))
+    z.imag.fill_(-1)
+    assert r[:, 1].cpu().tolist() == [-1.0, -1.0, -1.0]
+
+
+def test_chained_views_alias_root():
+    x = _e(torch.zeros(4, 6))
+    v = x.t()[1:].unsqueeze(0).narrow(2, 1, 2)
+    assert v._base is x
+    v.fill_(5)
+    expected = torch.zeros(4, 6)
+    expected.t()[1:].unsqueeze(0).narrow(2, 1, 2).fill_(5)
+    torch.testing.assert_close(x.cpu(), expected, **EXACT)
+
+
+def test_in_place_on_expanded_view_fails_like_cpu():
+    with pytest.raises(RuntimeError, match="single memory location"):
+        torch.zeros(1, 4)[:1].expand(3, 4).add_(1)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        _e(torch.zeros(1, 4))[:1].expand(3, 4).add_(1)
