@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# Paths relative to the checkout, so another clone of the repo hits the same cache entries.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 

@@ -185,6 +185,8 @@ void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
     }
 }
 
+}  // namespace
+
 void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const auto& schema = op.schema();
     const std::string name = op_name(schema);
@@ -232,8 +234,6 @@ void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
         }
     }
 }
-
-}  // namespace
 
 FallbackScope::FallbackScope(std::string op)
     : op_(std::move(op)), outer_(t_scope), uncaught_(std::uncaught_exceptions()),

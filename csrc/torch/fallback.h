@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
 namespace ember::torch_glue {
 
 enum class FallbackMode { kWarn, kSilent, kError };
@@ -20,6 +23,10 @@ struct FallbackRecord {
     int64_t bytes_to_device = 0;
     double seconds = 0;
 };
+
+// The boxed fallback itself, for kernels that hand some inputs (e.g. integer dtypes) over to it
+// with at::native::call_fallback_fn.
+void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 FallbackMode fallback_mode();
 void set_fallback_mode(FallbackMode mode);

@@ -51,6 +51,7 @@ def test_stream_with_priority():
     assert isinstance(hi, torch.ember.Stream)
     assert hi != torch.ember.default_stream()
     x = torch.zeros(100, device="ember")
+    torch.ember.synchronize()  # the zero-fill ran on the default stream; hi is not ordered after it
     with torch.ember.stream(hi):
         x.fill_(2)
     hi.synchronize()

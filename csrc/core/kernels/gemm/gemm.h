@@ -1,0 +1,33 @@
+// Batched matrix product C = beta * C + alpha * (A @ B), the one entry point every matmul-like
+// op (mm, bmm, addmm, baddbmm, linear, matmul) reaches.
+//
+// A is (batch, m, k), B is (batch, k, n), C is (batch, m, n), each with any strides (a
+// transposed operand is just a stride order), in float32, float64, bfloat16 or float16; low
+// precision inputs accumulate in float32. The arithmetic is done by a GEMM provider — a
+// tuned BLAS behind this narrow interface — which the host registers once at start-up. The
+// provider is called on a stream worker and must be thread-safe.
+#pragma once
+
+#include "base/status.h"
+#include "kernels/tensor_view.h"
+
+namespace ember::kernels {
+
+struct GemmArgs {
+    TensorView a;  // 3-d: (batch, m, k)
+    TensorView b;  // 3-d: (batch, k, n)
+    TensorView c;  // 3-d: (batch, m, n); read when beta != 0
+    double alpha = 1.0;
+    double beta = 0.0;
+};
+
+using GemmProvider = Status (*)(const GemmArgs& args);
+
+// Installs the provider (not thread-safe against concurrent gemm(); call at start-up).
+void set_gemm_provider(GemmProvider provider, const char* name);
+const char* gemm_provider_name();
+
+// Validates shapes and dtypes, then runs the provider.
+Status gemm(const GemmArgs& args);
+
+}  // namespace ember::kernels

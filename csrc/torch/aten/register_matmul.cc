@@ -1,0 +1,168 @@
+// Matrix products: mm, bmm, addmm, baddbmm and their out= and in-place forms, which is what
+// matmul, linear and their backwards reach. Each queues one kernels::gemm on the stream.
+// Dtypes the GEMM does not take (integers) go to the CPU fallback like any missing kernel.
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "../context.h"
+#include "../fallback.h"
+#include "kernels/gemm/gemm.h"
+
+namespace ember::torch_glue {
+namespace {
+
+bool gemm_dtype(c10::ScalarType t) {
+    return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
+}
+
+kernels::TensorView as_3d(const at::Tensor& t) {
+    return view_of(t.dim() == 2 ? t.unsqueeze(0) : t);
+}
+
+void check_operands(const char* op, const at::Tensor& a, const at::Tensor& b, int64_t dim) {
+    TORCH_CHECK(a.dim() == dim, op, ": self must be a ", dim, "D tensor");
+    TORCH_CHECK(b.dim() == dim, op, ": mat2 must be a ", dim, "D tensor");
+    TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+                a.scalar_type(), " != ", b.scalar_type());
+    TORCH_CHECK(a.device() == b.device(), "Expected all tensors to be on the same device, but found at "
+                "least two devices, ", a.device(), " and ", b.device(), "!");
+    if (dim == 2) {
+        TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0),
+                    "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+    } else {
+        TORCH_CHECK(a.size(0) == b.size(0), "batch1 and batch2 must have same number of batches, got ",
+                    a.size(0), " and ", b.size(0));
+        TORCH_CHECK(a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [",
+                    a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
+    }
+}
+
+// out = beta * out + alpha * a @ b, with out already holding the addend when beta != 0.
+void queue_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, double beta, double alpha) {
+    if (out.numel() == 0) return;
+    c10::DeviceGuard guard(out.device());
+    if (a.size(-1) == 0) {  // empty inner dimension: the product is zero
+        if (beta == 0) out.zero_();
+        else out.mul_(beta);
+        return;
+    }
+    kernels::GemmArgs args{as_3d(a), as_3d(b), as_3d(out), alpha, beta};
+    enqueue(current_stream_of(out), "gemm", [args] { return kernels::gemm(args); });
+}
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+    check_operands("mm", self, mat2, 2);
+    at::native::resize_output(out, {self.size(0), mat2.size(1)});
+    queue_gemm(out, self, mat2, 0, 1);
+    return out;
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+    if (!gemm_dtype(self.scalar_type())) {
+        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(mm)>::call(self, mat2);
+    }
+    check_operands("mm", self, mat2, 2);
+    at::Tensor out = at::empty({self.size(0), mat2.size(1)}, self.options());
+    queue_gemm(out, self, mat2, 0, 1);
+    return out;
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+    check_operands("bmm", self, mat2, 3);
+    at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+    queue_gemm(out, self, mat2, 0, 1);
+    return out;
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+    if (!gemm_dtype(self.scalar_type())) {
+        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(bmm)>::call(self, mat2);
+    }
+    check_operands("bmm", self, mat2, 3);
+    at::Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
+    queue_gemm(out, self, mat2, 0, 1);
+    return out;
+}
+
+// addmm/baddbmm: out = beta * input + alpha * (a @ b), input broadcast to the product's shape.
+// As in PyTorch, beta == 0 ignores input entirely (NaN in it does not propagate).
+at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
+                            const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out,
+                            int64_t dim) {
+    check_operands(dim == 2 ? "addmm" : "baddbmm", a, b, dim);
+    std::vector<int64_t> shape = dim == 2 ? std::vector<int64_t>{a.size(0), b.size(1)}
+                                          : std::vector<int64_t>{a.size(0), a.size(1), b.size(2)};
+    TORCH_CHECK(input.scalar_type() == a.scalar_type(), "self and mat2 must have the same dtype, but got ",
+                input.scalar_type(), " and ", a.scalar_type());
+    double beta_v = beta.toDouble();
+    if (!out.is_same(input)) {
+        at::native::resize_output(out, shape);
+        if (beta_v != 0) out.copy_(input.expand(shape));
+    } else {
+        TORCH_CHECK(out.sizes() == c10::IntArrayRef(shape), "the in-place form needs self of shape ", shape);
+    }
+    queue_gemm(out, a, b, beta_v, alpha.toDouble());
+    return out;
+}
+
+at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
+                 const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (!gemm_dtype(a.scalar_type())) {
+        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(addmm)>::call(input, a, b, beta, alpha);
+    }
+    at::Tensor out = at::empty({0}, a.options());
+    return add_product_out(input, a, b, beta, alpha, out, 2);
+}
+
+at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
+                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+    return add_product_out(input, a, b, beta, alpha, out, 2);
+}
+
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                   const c10::Scalar& beta, const c10::Scalar& alpha) {
+    return add_product_out(self, a, b, beta, alpha, self, 2);
+}
+
+at::Tensor baddbmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
+                   const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (!gemm_dtype(a.scalar_type())) {
+        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(baddbmm)>::call(input, a, b, beta, alpha);
+    }
+    at::Tensor out = at::empty({0}, a.options());
+    return add_product_out(input, a, b, beta, alpha, out, 3);
+}
+
+at::Tensor& baddbmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
+                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+    return add_product_out(input, a, b, beta, alpha, out, 3);
+}
+
+at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                     const c10::Scalar& beta, const c10::Scalar& alpha) {
+    return add_product_out(self, a, b, beta, alpha, self, 3);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("mm", mm);
+    m.impl("mm.out", mm_out);
+    m.impl("bmm", bmm);
+    m.impl("bmm.out", bmm_out);
+    m.impl("addmm", addmm);
+    m.impl("addmm.out", addmm_out);
+    m.impl("addmm_", addmm_);
+    m.impl("baddbmm", baddbmm);
+    m.impl("baddbmm.out", baddbmm_out);
+    m.impl("baddbmm_", baddbmm_);
+}
+
+}  // namespace ember::torch_glue

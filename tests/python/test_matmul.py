@@ -1,0 +1,95 @@
+"""Matrix products run natively on ember (kernels::gemm) and match PyTorch's CPU results."""
+import pytest
+import torch
+import torch_ember
+
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+def _close(a, b, dtype):
+    tol = {torch.bfloat16: 2e-2, torch.float16: 2e-3}.get(dtype)
+    kw = {"rtol": tol, "atol": tol * 10} if tol else {}
+    torch.testing.assert_close(a.cpu(), b, **kw)
+
+
+@pytest.fixture
+def no_fallback():
+    torch_ember.reset_fallback_stats()
+    old = torch_ember.set_fallback_mode("error")
+    yield
+    torch_ember.set_fallback_mode(old)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_mm_any_layout(dtype, ta, tb, no_fallback):
+    a = torch.randn(37, 53).to(dtype)
+    b = torch.randn(53, 29).to(dtype)
+    ae = (a.t().contiguous().to("ember").t() if ta else a.to("ember"))
+    be = (b.t().contiguous().to("ember").t() if tb else b.to("ember"))
+    _close(torch.mm(ae, be), torch.mm(a, b), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_bmm_baddbmm_addmm(dtype, no_fallback):
+    a, b = torch.randn(4, 9, 7).to(dtype), torch.randn(4, 7, 5).to(dtype)
+    inp, bias = torch.randn(4, 9, 5).to(dtype), torch.randn(5).to(dtype)
+    e = lambda t: t.to("ember")
+    _close(torch.bmm(e(a), e(b)), torch.bmm(a, b), dtype)
+    _close(torch.baddbmm(e(inp), e(a), e(b), beta=0.5, alpha=2.0),
+           torch.baddbmm(inp, a, b, beta=0.5, alpha=2.0), dtype)
+    _close(torch.addmm(e(bias), e(a[0]), e(b[0]), beta=1.5, alpha=-1.0),
+           torch.addmm(bias, a[0], b[0], beta=1.5, alpha=-1.0), dtype)
+
+
+def test_out_and_inplace_forms(no_fallback):
+    a, b, c = torch.randn(6, 4), torch.randn(4, 3), torch.randn(6, 3)
+    out = torch.empty(1, device="ember")
+    torch.mm(a.to("ember"), b.to("ember"), out=out)  # resized like CPU
+    torch.testing.assert_close(out.cpu(), a @ b)
+    ce = c.to("ember")
+    ce.addmm_(a.to("ember"), b.to("ember"), beta=2.0)
+    torch.testing.assert_close(ce.cpu(), c.addmm(a, b, beta=2.0))
+
+
+def test_beta_zero_ignores_nan_in_input(no_fallback):
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    nan = torch.full((3, 2), float("nan"))
+    r = torch.addmm(nan.to("ember"), a.to("ember"), b.to("ember"), beta=0)
+    torch.testing.assert_close(r.cpu(), a @ b)
+
+
+def test_empty_inner_dimension_gives_zeros(no_fallback):
+    r = torch.mm(torch.empty(3, 0, device="ember"), torch.empty(0, 4, device="ember"))
+    torch.testing.assert_close(r.cpu(), torch.zeros(3, 4))
+
+
+def test_matmul_linear_and_backward_are_native(no_fallback):
+    lin = torch.nn.Linear(16, 8, bias=False)
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    lin_e = torch.nn.Linear(16, 8, bias=False).to("ember")
+    lin_e.load_state_dict(lin.state_dict())
+    xe = x.detach().to("ember").requires_grad_()
+    y, ye = lin(x), lin_e(xe)
+    torch.testing.assert_close(ye.cpu(), y)
+    g = torch.randn_like(y)
+    y.backward(g)
+    ye.backward(g.to("ember"))
+    torch.testing.assert_close(xe.grad.cpu(), x.grad)
+    torch.testing.assert_close(lin_e.weight.grad.cpu(), lin.weight.grad)
+
+
+def test_errors_match_cpu():
+    a = torch.randn(3, 4, device="ember")
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        torch.mm(a, torch.randn(5, 2, device="ember"))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.mm(a, torch.randn(4, 2, device="ember", dtype=torch.float64))
+
+
+def test_integer_matmul_falls_back_visibly():
+    torch_ember.reset_fallback_stats()
+    a = torch.randint(-5, 5, (3, 4))
+    b = torch.randint(-5, 5, (4, 2))
+    torch.testing.assert_close(torch.mm(a.to("ember"), b.to("ember")).cpu(), a @ b)
+    assert any(r.op == "aten::mm" for r in torch_ember.fallback_report())
