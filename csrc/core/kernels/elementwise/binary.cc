@@ -1,0 +1,109 @@
+#include <cmath>
+
+#include "kernels/elementwise/block_io.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/elementwise/simd.h"
+
+namespace ember::kernels {
+namespace {
+
+// NaN propagates through maximum/minimum, as in torch.maximum.
+#define EMBER_BINARY_FLOAT_BODY(T)                                                              \
+    switch (op) {                                                                               \
+        case BinaryOp::kAdd: for (int64_t i = 0; i < n; ++i) y[i] = a[i] + alpha * b[i]; break; \
+        case BinaryOp::kSub: for (int64_t i = 0; i < n; ++i) y[i] = a[i] - alpha * b[i]; break; \
+        case BinaryOp::kMul: for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i]; break;         \
+        case BinaryOp::kDiv: for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i]; break;         \
+        case BinaryOp::kPow: for (int64_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]); break; \
+        case BinaryOp::kMaximum:                                                                \
+            for (int64_t i = 0; i < n; ++i)                                                     \
+                y[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (a[i] > b[i] ? a[i] : b[i]); \
+            break;                                                                              \
+        case BinaryOp::kMinimum:                                                                \
+            for (int64_t i = 0; i < n; ++i)                                                     \
+                y[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (a[i] < b[i] ? a[i] : b[i]); \
+            break;                                                                              \
+        case BinaryOp::kEq: for (int64_t i = 0; i < n; ++i) y[i] = a[i] == b[i]; break;         \
+        case BinaryOp::kNe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] != b[i]; break;         \
+        case BinaryOp::kLt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i]; break;          \
+        case BinaryOp::kLe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] <= b[i]; break;         \
+        case BinaryOp::kGt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i]; break;          \
+        case BinaryOp::kGe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] >= b[i]; break;         \
+    }
+
+EMBER_SIMD_CLONES void binary_f32(BinaryOp op, float* y, const float* a, const float* b, float alpha,
+                                  int64_t n) { EMBER_BINARY_FLOAT_BODY(float) }
+EMBER_SIMD_CLONES void binary_f64(BinaryOp op, double* y, const double* a, const double* b,
+                                  double alpha, int64_t n) { EMBER_BINARY_FLOAT_BODY(double) }
+#undef EMBER_BINARY_FLOAT_BODY
+
+// Integers wrap on overflow as in PyTorch (computed in unsigned arithmetic to stay defined).
+EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, const int64_t* b,
+                                  int64_t alpha, int64_t n) {
+    auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+    switch (op) {
+        case BinaryOp::kAdd: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(u(a[i]) + u(alpha) * u(b[i])); break;
+        case BinaryOp::kSub: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(u(a[i]) - u(alpha) * u(b[i])); break;
+        case BinaryOp::kMul: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(u(a[i]) * u(b[i])); break;
+        case BinaryOp::kMaximum: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i] ? a[i] : b[i]; break;
+        case BinaryOp::kMinimum: for (int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i] ? a[i] : b[i]; break;
+        case BinaryOp::kEq: for (int64_t i = 0; i < n; ++i) y[i] = a[i] == b[i]; break;
+        case BinaryOp::kNe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] != b[i]; break;
+        case BinaryOp::kLt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i]; break;
+        case BinaryOp::kLe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] <= b[i]; break;
+        case BinaryOp::kGt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i]; break;
+        case BinaryOp::kGe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] >= b[i]; break;
+        default: break;  // div and pow on integers are not routed here
+    }
+}
+
+bool integer_op(BinaryOp op) { return op != BinaryOp::kDiv && op != BinaryOp::kPow; }
+
+template <typename C, typename F>
+void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
+    detail::for_each_row(loop, pool, [&](char** p, const int64_t* s, int64_t n) {
+        alignas(64) C a[detail::kBlock], b[detail::kBlock], out[detail::kBlock];
+        for (int64_t j = 0; j < n; j += detail::kBlock) {
+            int64_t m = std::min(detail::kBlock, n - j);
+            detail::load_block(a, p[1] + j * s[1], s[1], loop.dtype[1], m);
+            detail::load_block(b, p[2] + j * s[2], s[2], loop.dtype[2], m);
+            compute(out, a, b, m);
+            detail::store_block(p[0] + j * s[0], s[0], loop.dtype[0], out, m);
+        }
+    });
+}
+
+}  // namespace
+
+const char* op_name(BinaryOp op) {
+    static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                  "eq", "ne", "lt", "le", "gt", "ge"};
+    return names[static_cast<int>(op)];
+}
+
+Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Scalar& alpha,
+              runtime::ThreadPool* pool) {
+    if (loop.nops != 3) return invalid_argument("binary: expected two inputs and one output");
+    switch (compute) {
+        case DType::kFloat32: case DType::kBFloat16: case DType::kFloat16: {
+            float al = alpha.kind == Scalar::Kind::kFloat ? static_cast<float>(alpha.f) : static_cast<float>(alpha.i);
+            run<float>(loop, pool, [=](float* y, const float* a, const float* b, int64_t n) { binary_f32(op, y, a, b, al, n); });
+            return Status();
+        }
+        case DType::kFloat64: {
+            double al = alpha.kind == Scalar::Kind::kFloat ? alpha.f : static_cast<double>(alpha.i);
+            run<double>(loop, pool, [=](double* y, const double* a, const double* b, int64_t n) { binary_f64(op, y, a, b, al, n); });
+            return Status();
+        }
+        case DType::kComplex64: case DType::kComplex128:
+            return unimplemented(std::string(op_name(op)) + " for complex tensors");
+        default: {
+            if (!integer_op(op)) return invalid_argument(std::string(op_name(op)) + " on integers");
+            int64_t al = alpha.kind == Scalar::Kind::kFloat ? static_cast<int64_t>(alpha.f) : alpha.i;
+            run<int64_t>(loop, pool, [=](int64_t* y, const int64_t* a, const int64_t* b, int64_t n) { binary_i64(op, y, a, b, al, n); });
+            return Status();
+        }
+    }
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,86 @@
+// Moving a block of elements between strided memory of any dtype and a contiguous buffer of
+// the compute type. Internal to kernels/elementwise: the engine loads operands block by block,
+// computes on contiguous buffers (which the compiler vectorizes), and stores the result.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/dispatch.h"
+#include "kernels/elementwise/elementwise.h"
+
+namespace ember::kernels::detail {
+
+constexpr int64_t kBlock = 256;
+
+template <typename C>
+void load_block(C* buf, const char* p, int64_t stride, DType dt, int64_t n) {
+    EMBER_DISPATCH_REAL(dt, {
+        if constexpr (std::is_same_v<scalar_t, C>) {
+            if (stride == static_cast<int64_t>(sizeof(C))) {
+                std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(C));
+                return;
+            }
+        }
+        if (stride == 0) {
+            C v = convert<C>(*reinterpret_cast<const scalar_t*>(p));
+            for (int64_t i = 0; i < n; ++i) buf[i] = v;
+            return;
+        }
+        for (int64_t i = 0; i < n; ++i) buf[i] = convert<C>(*reinterpret_cast<const scalar_t*>(p + i * stride));
+    });
+}
+
+template <typename C>
+void store_block(char* p, int64_t stride, DType dt, const C* buf, int64_t n) {
+    EMBER_DISPATCH_REAL(dt, {
+        if constexpr (std::is_same_v<scalar_t, C>) {
+            if (stride == static_cast<int64_t>(sizeof(C))) {
+                std::memcpy(p, buf, static_cast<size_t>(n) * sizeof(C));
+                return;
+            }
+        }
+        for (int64_t i = 0; i < n; ++i) *reinterpret_cast<scalar_t*>(p + i * stride) = convert<scalar_t>(buf[i]);
+    });
+}
+
+// Calls row(ptrs, strides_of_last_dim, n) for every stretch of the last dimension, splitting
+// the work over the pool.
+template <typename Row>
+void for_each_row(const ElementwiseLoop& loop, runtime::ThreadPool* pool, Row&& row) {
+    const int nd = loop.ndim;
+    const int64_t inner = nd == 0 ? 1 : loop.shape[nd - 1];
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < nd; ++d) rows *= loop.shape[d];
+    if (inner == 0 || rows == 0) return;
+    int64_t last_stride[kMaxOperands] = {};
+    for (int k = 0; k < loop.nops; ++k) last_stride[k] = nd == 0 ? 0 : loop.strides[k][nd - 1];
+    auto run_rows = [&](int64_t begin, int64_t end, int64_t col0, int64_t col1) {
+        for (int64_t r = begin; r < end; ++r) {
+            char* ptrs[kMaxOperands];
+            for (int k = 0; k < loop.nops; ++k) ptrs[k] = loop.data[k];
+            int64_t rem = r;
+            for (int d = nd - 2; d >= 0; --d) {
+                int64_t idx = rem % loop.shape[d];
+                rem /= loop.shape[d];
+                for (int k = 0; k < loop.nops; ++k) ptrs[k] += idx * loop.strides[k][d];
+            }
+            for (int k = 0; k < loop.nops; ++k) ptrs[k] += col0 * last_stride[k];
+            row(ptrs, last_stride, col1 - col0);
+        }
+    };
+    const int64_t total = rows * inner;
+    if (pool == nullptr || total < 32768) {
+        run_rows(0, rows, 0, inner);
+    } else if (rows >= pool->num_threads() * 4) {
+        int64_t grain = std::max<int64_t>(1, 32768 / inner);
+        pool->parallel_for(rows, grain, [&](int64_t b, int64_t e) { run_rows(b, e, 0, inner); });
+    } else {
+        // Few long rows: split each row's columns instead.
+        for (int64_t r = 0; r < rows; ++r) {
+            pool->parallel_for(inner, 16384, [&](int64_t b, int64_t e) { run_rows(r, r + 1, b, e); });
+        }
+    }
+}
+
+}  // namespace ember::kernels::detail

@@ -1,0 +1,49 @@
+// Elementwise kernels: out = f(in0, in1, ...) over operands of one broadcast shape.
+//
+// The caller (the torch glue, with PyTorch's TensorIterator) has already broadcast the shapes,
+// chosen the common dtype and allocated the output; this engine only walks memory. Each
+// operand has its own dtype and byte strides; values are converted on load to the compute
+// type (float for float32/bfloat16/float16, double for float64, int64 for integers and bool)
+// and on store to the output's dtype, as PyTorch's CPU kernels do. A 0-stride operand is a
+// broadcast (including a scalar held in host-visible memory).
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "kernels/tensor_view.h"
+#include "runtime/thread_pool.h"
+
+namespace ember::kernels {
+
+constexpr int kMaxOperands = 4;
+
+struct ElementwiseLoop {
+    int ndim = 0;                                // last dimension is the fastest moving
+    int64_t shape[kMaxDims] = {};
+    int nops = 0;                                // operand 0 is the output
+    char* data[kMaxOperands] = {};
+    DType dtype[kMaxOperands] = {};
+    int64_t strides[kMaxOperands][kMaxDims] = {};  // bytes
+};
+
+enum class UnaryOp : int8_t {
+    kNeg, kAbs, kReciprocal, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kSilu, kRelu, kSin, kCos,
+};
+
+enum class BinaryOp : int8_t {
+    kAdd,       // a + alpha * b
+    kSub,       // a - alpha * b
+    kMul, kDiv, kPow, kMaximum, kMinimum,
+    kEq, kNe, kLt, kLe, kGt, kGe,  // produce 0/1, stored to the output's dtype (bool)
+};
+
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+
+// `compute` is the common dtype the op is evaluated in (PyTorch's iter.common_dtype()).
+Status unary(UnaryOp op, const ElementwiseLoop& loop, DType compute, runtime::ThreadPool* pool);
+Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Scalar& alpha,
+              runtime::ThreadPool* pool);
+
+}  // namespace ember::kernels

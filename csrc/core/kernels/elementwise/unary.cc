@@ -1,0 +1,91 @@
+#include <cmath>
+
+#include "kernels/elementwise/block_io.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/elementwise/simd.h"
+
+namespace ember::kernels {
+namespace {
+
+// One body for float and double: the math is the same, the precision follows the type.
+#define EMBER_UNARY_BODY(T)                                                        \
+    switch (op) {                                                                  \
+        case UnaryOp::kNeg: for (int64_t i = 0; i < n; ++i) y[i] = -x[i]; break;  \
+        case UnaryOp::kAbs: for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); break; \
+        case UnaryOp::kReciprocal: for (int64_t i = 0; i < n; ++i) y[i] = T(1) / x[i]; break; \
+        case UnaryOp::kExp: for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]); break; \
+        case UnaryOp::kLog: for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]); break; \
+        case UnaryOp::kSqrt: for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]); break; \
+        case UnaryOp::kRsqrt: for (int64_t i = 0; i < n; ++i) y[i] = T(1) / std::sqrt(x[i]); break; \
+        case UnaryOp::kSigmoid:                                                    \
+            for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-x[i])); \
+            break;                                                                 \
+        case UnaryOp::kTanh: for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]); break; \
+        case UnaryOp::kSilu:                                                       \
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (T(1) + std::exp(-x[i])); \
+            break;                                                                 \
+        /* x < 0 is false for NaN, so NaN propagates as in torch.relu */          \
+        case UnaryOp::kRelu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i]; break; \
+        case UnaryOp::kSin: for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]); break; \
+        case UnaryOp::kCos: for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]); break; \
+    }
+
+EMBER_SIMD_CLONES void unary_f32(UnaryOp op, float* y, const float* x, int64_t n) { EMBER_UNARY_BODY(float) }
+EMBER_SIMD_CLONES void unary_f64(UnaryOp op, double* y, const double* x, int64_t n) { EMBER_UNARY_BODY(double) }
+#undef EMBER_UNARY_BODY
+
+void unary_i64(UnaryOp op, int64_t* y, const int64_t* x, int64_t n) {
+    switch (op) {
+        case UnaryOp::kNeg: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(0ULL - static_cast<uint64_t>(x[i])); break;
+        case UnaryOp::kAbs: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? static_cast<int64_t>(0ULL - static_cast<uint64_t>(x[i])) : x[i]; break;
+        case UnaryOp::kRelu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0 : x[i]; break;
+        default: break;  // float-only ops never reach here: the caller promotes integers
+    }
+}
+
+bool integer_op(UnaryOp op) {
+    return op == UnaryOp::kNeg || op == UnaryOp::kAbs || op == UnaryOp::kRelu;
+}
+
+template <typename C, typename F>
+void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
+    detail::for_each_row(loop, pool, [&](char** p, const int64_t* s, int64_t n) {
+        alignas(64) C in[detail::kBlock], out[detail::kBlock];
+        for (int64_t j = 0; j < n; j += detail::kBlock) {
+            int64_t m = std::min(detail::kBlock, n - j);
+            detail::load_block(in, p[1] + j * s[1], s[1], loop.dtype[1], m);
+            compute(out, in, m);
+            detail::store_block(p[0] + j * s[0], s[0], loop.dtype[0], out, m);
+        }
+    });
+}
+
+}  // namespace
+
+const char* op_name(UnaryOp op) {
+    static const char* names[] = {"neg", "abs", "reciprocal", "exp", "log", "sqrt", "rsqrt",
+                                  "sigmoid", "tanh", "silu", "relu", "sin", "cos"};
+    return names[static_cast<int>(op)];
+}
+
+Status unary(UnaryOp op, const ElementwiseLoop& loop, DType compute, runtime::ThreadPool* pool) {
+    if (loop.nops != 2) return invalid_argument("unary: expected one input and one output");
+    switch (compute) {
+        case DType::kFloat32: case DType::kBFloat16: case DType::kFloat16:
+            run<float>(loop, pool, [op](float* y, const float* x, int64_t n) { unary_f32(op, y, x, n); });
+            return Status();
+        case DType::kFloat64:
+            run<double>(loop, pool, [op](double* y, const double* x, int64_t n) { unary_f64(op, y, x, n); });
+            return Status();
+        case DType::kComplex64: case DType::kComplex128:
+            return unimplemented(std::string(op_name(op)) + " for complex tensors");
+        default:
+            if (!integer_op(op)) {
+                return invalid_argument(std::string(op_name(op)) + " needs a floating-point compute type");
+            }
+            run<int64_t>(loop, pool, [op](int64_t* y, const int64_t* x, int64_t n) { unary_i64(op, y, x, n); });
+            return Status();
+    }
+}
+
+}  // namespace ember::kernels

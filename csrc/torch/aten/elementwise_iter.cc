@@ -1,0 +1,97 @@
+#include "elementwise_iter.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include <cstring>
+#include <memory>
+
+#include "../context.h"
+
+namespace ember::torch_glue {
+namespace {
+
+struct LoopState {
+    kernels::ElementwiseLoop loop;
+    // Values of 0-dim CPU operands (Python scalars), copied now: the kernel runs later.
+    alignas(16) char scalars[kernels::kMaxOperands][16] = {};
+};
+
+std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter) {
+    auto st = std::make_shared<LoopState>();
+    auto& loop = st->loop;
+    const int nd = iter.ndim();
+    TORCH_CHECK(nd <= kernels::kMaxDims, "ember: too many dimensions");
+    TORCH_CHECK(iter.ntensors() <= kernels::kMaxOperands, "ember: too many operands");
+    loop.ndim = nd;
+    loop.nops = iter.ntensors();
+    // TensorIterator's dimension 0 is the fastest moving; the engine's is the last.
+    for (int d = 0; d < nd; ++d) loop.shape[nd - 1 - d] = iter.shape()[d];
+    for (int k = 0; k < loop.nops; ++k) {
+        loop.dtype[k] = to_dtype(iter.dtype(k));
+        if (iter.is_cpu_scalar(k)) {
+            std::memcpy(st->scalars[k], iter.data_ptr(k), c10::elementSize(iter.dtype(k)));
+            loop.data[k] = st->scalars[k];
+            continue;  // strides stay 0
+        }
+        loop.data[k] = static_cast<char*>(iter.data_ptr(k));
+        auto strides = iter.strides(k);
+        for (int d = 0; d < nd; ++d) loop.strides[k][nd - 1 - d] = strides[d];
+    }
+    return st;
+}
+
+kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
+    kernels::Scalar s;
+    if (v.isFloatingPoint()) {
+        s.kind = kernels::Scalar::Kind::kFloat;
+        s.f = v.toDouble();
+    } else {
+        s.kind = v.isBoolean() ? kernels::Scalar::Kind::kBool : kernels::Scalar::Kind::kInt;
+        s.i = v.toLong();
+    }
+    return s;
+}
+
+runtime::Device& iter_device(at::TensorIteratorBase& iter) {
+    return device_for(iter.device(0).index());
+}
+
+}  // namespace
+
+bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool) {
+    switch (iter.common_dtype()) {
+        case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf:
+            return true;
+        case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
+            return integers;
+        case at::kBool:
+            return allow_bool;
+        default:
+            return false;
+    }
+}
+
+void queue_unary(kernels::UnaryOp op, at::TensorIteratorBase& iter) {
+    if (iter.numel() == 0) return;
+    c10::DeviceGuard guard(iter.device(0));
+    runtime::Device& dev = iter_device(iter);
+    auto st = make_loop(iter);
+    kernels::DType compute = to_dtype(iter.common_dtype());
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), kernels::op_name(op),
+            [st, op, compute, pool] { return kernels::unary(op, st->loop, compute, pool); });
+}
+
+void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& alpha) {
+    if (iter.numel() == 0) return;
+    c10::DeviceGuard guard(iter.device(0));
+    runtime::Device& dev = iter_device(iter);
+    auto st = make_loop(iter);
+    kernels::DType compute = to_dtype(iter.common_dtype());
+    kernels::Scalar a = to_kernel_scalar(alpha);
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), kernels::op_name(op),
+            [st, op, compute, a, pool] { return kernels::binary(op, st->loop, compute, a, pool); });
+}
+
+}  // namespace ember::torch_glue

@@ -1,0 +1,20 @@
+// Running core's elementwise kernels over a PyTorch TensorIterator: the iterator does
+// broadcasting, type promotion, output allocation and the out=/in-place checks exactly as for
+// CPU and CUDA; this turns its geometry into a kernels::ElementwiseLoop and queues the kernel.
+#pragma once
+
+#include <ATen/TensorIterator.h>
+#include <c10/core/Scalar.h>
+
+#include "kernels/elementwise/elementwise.h"
+
+namespace ember::torch_glue {
+
+// Whether the iterator's common dtype runs natively for an op that does (or does not) support
+// integer compute. Complex and, unless `allow_bool`, bool go to the CPU fallback.
+bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool = false);
+
+void queue_unary(kernels::UnaryOp op, at::TensorIteratorBase& iter);
+void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& alpha = c10::Scalar(1));
+
+}  // namespace ember::torch_glue

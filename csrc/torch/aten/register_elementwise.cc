@@ -1,0 +1,333 @@
+// Elementwise ops on core's engine: arithmetic, comparisons and activations, each in its
+// functional, in-place and out= form. A dtype the engine does not compute (complex; bool for
+// arithmetic; integer pow) goes to the visible CPU fallback, so every result matches CPU.
+#include <ATen/Operators.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "../fallback.h"
+#include "elementwise_iter.h"
+
+namespace ember::torch_glue {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+using at::TensorIterator;
+
+template <class Op, class... Args>
+decltype(auto) cpu(Args&&... args) {
+    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+at::Tensor scalar_tensor(const c10::Scalar& s) {
+    at::Tensor t = c10::scalar_to_tensor(s);
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+}
+
+// ---- add / sub: out = self +- alpha * other ------------------------------------------------
+
+template <BinaryOp kOp>
+void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, const at::Tensor& other,
+                 const c10::Scalar& alpha) {
+    if (kOp == BinaryOp::kSub) at::native::sub_check(self, other);
+    at::native::alpha_check(iter.dtype(), alpha);
+}
+
+#define EMBER_ALPHA_OP(name, kOp)                                                                      \
+    at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) { \
+        at::Tensor out;                                                                                \
+        auto iter = TensorIterator::binary_op(out, self, other);                                       \
+        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name, Tensor)>(self, other, alpha);       \
+        check_alpha<kOp>(iter, self, other, alpha);                                                    \
+        queue_binary(kOp, iter, alpha);                                                                \
+        return iter.output();                                                                          \
+    }                                                                                                  \
+    at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {    \
+        auto iter = TensorIterator::binary_op(self, self, other);                                      \
+        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other, alpha);    \
+        check_alpha<kOp>(iter, self, other, alpha);                                                    \
+        queue_binary(kOp, iter, alpha);                                                                \
+        return self;                                                                                   \
+    }                                                                                                  \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,   \
+                           at::Tensor& out) {                                                          \
+        auto iter = TensorIterator::binary_op(out, self, other);                                       \
+        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name, out)>(self, other, alpha, out);     \
+        check_alpha<kOp>(iter, self, other, alpha);                                                    \
+        queue_binary(kOp, iter, alpha);                                                                \
+        return out;                                                                                    \
+    }
+
+EMBER_ALPHA_OP(add, BinaryOp::kAdd)
+EMBER_ALPHA_OP(sub, BinaryOp::kSub)
+#undef EMBER_ALPHA_OP
+
+// ---- mul, div, maximum, minimum -------------------------------------------------------------
+// `make` is the TensorIterator builder: binary_op, or binary_float_op where integers promote.
+
+#define EMBER_BINARY_OP(name, kOp, make, integers)                                                  \
+    at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                     \
+        at::Tensor out;                                                                             \
+        auto iter = TensorIterator::make(out, self, other);                                         \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, Tensor)>(self, other);      \
+        queue_binary(kOp, iter);                                                                    \
+        return iter.output();                                                                       \
+    }                                                                                               \
+    at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other) {                         \
+        auto iter = TensorIterator::make(self, self, other);                                        \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other);   \
+        queue_binary(kOp, iter);                                                                    \
+        return self;                                                                                \
+    }                                                                                               \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {      \
+        auto iter = TensorIterator::make(out, self, other);                                         \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, other, out);    \
+        queue_binary(kOp, iter);                                                                    \
+        return out;                                                                                 \
+    }
+
+EMBER_BINARY_OP(mul, BinaryOp::kMul, binary_op, true)
+EMBER_BINARY_OP(div, BinaryOp::kDiv, binary_float_op, false)
+#undef EMBER_BINARY_OP
+
+#define EMBER_MINMAX_OP(name, kOp)                                                               \
+    at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                      \
+        at::Tensor out;                                                                          \
+        auto iter = TensorIterator::binary_op(out, self, other);                                 \
+        if (!native_compute(iter, true)) return cpu<ATEN_OP(name)>(self, other);                \
+        queue_binary(kOp, iter);                                                                 \
+        return iter.output();                                                                    \
+    }                                                                                            \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {   \
+        auto iter = TensorIterator::binary_op(out, self, other);                                 \
+        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name, out)>(self, other, out);     \
+        queue_binary(kOp, iter);                                                                 \
+        return out;                                                                              \
+    }
+
+EMBER_MINMAX_OP(maximum, BinaryOp::kMaximum)
+EMBER_MINMAX_OP(minimum, BinaryOp::kMinimum)
+#undef EMBER_MINMAX_OP
+
+// ---- comparisons: bool results, Tensor and Scalar right-hand sides --------------------------
+
+#define EMBER_COMPARE_OP(name, kOp)                                                                   \
+    at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                       \
+        at::Tensor out;                                                                               \
+        auto iter = TensorIterator::comparison_op(out, self, other);                                  \
+        if (!native_compute(iter, true, true)) return cpu<ATEN_OP2(name, Tensor)>(self, other);      \
+        queue_binary(kOp, iter);                                                                      \
+        return iter.output();                                                                         \
+    }                                                                                                 \
+    at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+        auto iter = TensorIterator::comparison_op(out, self, other);                                  \
+        if (!native_compute(iter, true, true)) return cpu<ATEN_OP2(name, Tensor_out)>(self, other, out); \
+        queue_binary(kOp, iter);                                                                      \
+        return out;                                                                                   \
+    }                                                                                                 \
+    at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other) {                           \
+        auto iter = TensorIterator::comparison_op(self, self, other);                                 \
+        if (!native_compute(iter, true, true)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other);   \
+        queue_binary(kOp, iter);                                                                      \
+        return self;                                                                                  \
+    }                                                                                                 \
+    at::Tensor name##_scalar(const at::Tensor& self, const c10::Scalar& other) {                      \
+        return name##_tensor(self, scalar_tensor(other));                                             \
+    }                                                                                                 \
+    at::Tensor& name##_scalar_out(const at::Tensor& self, const c10::Scalar& other, at::Tensor& out) { \
+        return name##_tensor_out(self, scalar_tensor(other), out);                                    \
+    }                                                                                                 \
+    at::Tensor& name##__scalar(at::Tensor& self, const c10::Scalar& other) {                          \
+        return name##__tensor(self, scalar_tensor(other));                                            \
+    }
+
+EMBER_COMPARE_OP(eq, BinaryOp::kEq)
+EMBER_COMPARE_OP(ne, BinaryOp::kNe)
+EMBER_COMPARE_OP(lt, BinaryOp::kLt)
+EMBER_COMPARE_OP(le, BinaryOp::kLe)
+EMBER_COMPARE_OP(gt, BinaryOp::kGt)
+EMBER_COMPARE_OP(ge, BinaryOp::kGe)
+#undef EMBER_COMPARE_OP
+
+// ---- pow --------------------------------------------------------------------------------------
+
+at::Tensor& pow_tensor_tensor_out(const at::Tensor& self, const at::Tensor& exponent, at::Tensor& out) {
+    auto iter = TensorIterator::binary_op(out, self, exponent);
+    if (!native_compute(iter, false)) return cpu<ATEN_OP2(pow, Tensor_Tensor_out)>(self, exponent, out);
+    queue_binary(BinaryOp::kPow, iter);
+    return out;
+}
+
+at::Tensor pow_tensor_tensor(const at::Tensor& self, const at::Tensor& exponent) {
+    at::Tensor out;
+    auto iter = TensorIterator::binary_op(out, self, exponent);
+    if (!native_compute(iter, false)) return cpu<ATEN_OP2(pow, Tensor_Tensor)>(self, exponent);
+    queue_binary(BinaryOp::kPow, iter);
+    return iter.output();
+}
+
+at::Tensor& pow__tensor(at::Tensor& self, const at::Tensor& exponent) {
+    return pow_tensor_tensor_out(self, exponent, self);
+}
+
+// x ** e for a Python-number exponent, with PyTorch's exact special cases: e == 2 is x * x,
+// 0.5 is sqrt, -0.5 rsqrt, -1 reciprocal (each once rounded, as on CPU).
+at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
+    at::ScalarType result = at::result_type(self, exponent);
+    bool floating = at::isFloatingType(result);
+    if (!floating || exponent.isComplex() || exponent.equal(0.0) || exponent.equal(1.0)) {
+        return cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(self, exponent, out);
+    }
+    at::Tensor exp_t = scalar_tensor(exponent);
+    if (exponent.equal(2.0)) {
+        auto iter = TensorIterator::binary_op(out, self, self);
+        if (native_compute(iter, false)) {
+            queue_binary(BinaryOp::kMul, iter);
+            return out;
+        }
+    } else if (exponent.equal(0.5) || exponent.equal(-0.5) || exponent.equal(-1.0)) {
+        auto iter = TensorIterator::unary_float_op(out, self);
+        if (native_compute(iter, false)) {
+            queue_unary(exponent.equal(0.5) ? UnaryOp::kSqrt
+                        : exponent.equal(-0.5) ? UnaryOp::kRsqrt : UnaryOp::kReciprocal, iter);
+            return out;
+        }
+    } else {
+        auto iter = TensorIterator::binary_op(out, self, exp_t);
+        if (native_compute(iter, false)) {
+            queue_binary(BinaryOp::kPow, iter);
+            return out;
+        }
+    }
+    return cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(self, exponent, out);
+}
+
+at::Tensor pow_tensor_scalar(const at::Tensor& self, const c10::Scalar& exponent) {
+    at::ScalarType result = at::result_type(self, exponent);
+    at::Tensor out = at::empty({0}, self.options().dtype(result));
+    return pow_tensor_scalar_out(self, exponent, out);
+}
+
+at::Tensor& pow__scalar(at::Tensor& self, const c10::Scalar& exponent) {
+    return pow_tensor_scalar_out(self, exponent, self);
+}
+
+// ---- unary ----------------------------------------------------------------------------------
+// `make` is unary_op (dtype kept; integers allowed) or unary_float_op (integers promote).
+
+#define EMBER_UNARY_OP(name, kOp, make, integers)                                       \
+    at::Tensor name##_fn(const at::Tensor& self) {                                      \
+        at::Tensor out;                                                                 \
+        auto iter = TensorIterator::make(out, self);                                    \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name)>(self);          \
+        queue_unary(kOp, iter);                                                         \
+        return iter.output();                                                           \
+    }                                                                                   \
+    at::Tensor& name##__fn(at::Tensor& self) {                                          \
+        auto iter = TensorIterator::make(self, self);                                   \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name##_)>(self);       \
+        queue_unary(kOp, iter);                                                         \
+        return self;                                                                    \
+    }                                                                                   \
+    at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                   \
+        auto iter = TensorIterator::make(out, self);                                    \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, out); \
+        queue_unary(kOp, iter);                                                         \
+        return out;                                                                     \
+    }
+
+EMBER_UNARY_OP(neg, UnaryOp::kNeg, unary_op, true)
+EMBER_UNARY_OP(abs, UnaryOp::kAbs, unary_op, true)
+EMBER_UNARY_OP(reciprocal, UnaryOp::kReciprocal, unary_float_op, false)
+EMBER_UNARY_OP(exp, UnaryOp::kExp, unary_float_op, false)
+EMBER_UNARY_OP(log, UnaryOp::kLog, unary_float_op, false)
+EMBER_UNARY_OP(sqrt, UnaryOp::kSqrt, unary_float_op, false)
+EMBER_UNARY_OP(rsqrt, UnaryOp::kRsqrt, unary_float_op, false)
+EMBER_UNARY_OP(sigmoid, UnaryOp::kSigmoid, unary_float_op, false)
+EMBER_UNARY_OP(tanh, UnaryOp::kTanh, unary_float_op, false)
+EMBER_UNARY_OP(sin, UnaryOp::kSin, unary_float_op, false)
+EMBER_UNARY_OP(cos, UnaryOp::kCos, unary_float_op, false)
+EMBER_UNARY_OP(silu, UnaryOp::kSilu, unary_op, false)
+#undef EMBER_UNARY_OP
+
+// relu has no out= form and keeps integer dtypes.
+at::Tensor relu_fn(const at::Tensor& self) {
+    at::Tensor out;
+    auto iter = TensorIterator::unary_op(out, self);
+    if (!native_compute(iter, true)) return cpu<ATEN_OP(relu)>(self);
+    queue_unary(UnaryOp::kRelu, iter);
+    return iter.output();
+}
+
+at::Tensor& relu__fn(at::Tensor& self) {
+    auto iter = TensorIterator::unary_op(self, self);
+    if (!native_compute(iter, true)) return cpu<ATEN_OP(relu_)>(self);
+    queue_unary(UnaryOp::kRelu, iter);
+    return self;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("add.Tensor", add_tensor);
+    m.impl("add_.Tensor", add__tensor);
+    m.impl("add.out", add_out);
+    m.impl("sub.Tensor", sub_tensor);
+    m.impl("sub_.Tensor", sub__tensor);
+    m.impl("sub.out", sub_out);
+    m.impl("mul.Tensor", mul_tensor);
+    m.impl("mul_.Tensor", mul__tensor);
+    m.impl("mul.out", mul_out);
+    m.impl("div.Tensor", div_tensor);
+    m.impl("div_.Tensor", div__tensor);
+    m.impl("div.out", div_out);
+    m.impl("maximum", maximum_fn);
+    m.impl("maximum.out", maximum_out);
+    m.impl("minimum", minimum_fn);
+    m.impl("minimum.out", minimum_out);
+#define EMBER_REGISTER_COMPARE(name)                     \
+    m.impl(#name ".Tensor", name##_tensor);             \
+    m.impl(#name ".Tensor_out", name##_tensor_out);     \
+    m.impl(#name "_.Tensor", name##__tensor);           \
+    m.impl(#name ".Scalar", name##_scalar);             \
+    m.impl(#name ".Scalar_out", name##_scalar_out);     \
+    m.impl(#name "_.Scalar", name##__scalar);
+    EMBER_REGISTER_COMPARE(eq)
+    EMBER_REGISTER_COMPARE(ne)
+    EMBER_REGISTER_COMPARE(lt)
+    EMBER_REGISTER_COMPARE(le)
+    EMBER_REGISTER_COMPARE(gt)
+    EMBER_REGISTER_COMPARE(ge)
+#undef EMBER_REGISTER_COMPARE
+    m.impl("pow.Tensor_Tensor", pow_tensor_tensor);
+    m.impl("pow.Tensor_Tensor_out", pow_tensor_tensor_out);
+    m.impl("pow_.Tensor", pow__tensor);
+    m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
+    m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
+    m.impl("pow_.Scalar", pow__scalar);
+#define EMBER_REGISTER_UNARY(name)              \
+    m.impl(#name, name##_fn);                  \
+    m.impl(#name "_", name##__fn);             \
+    m.impl(#name ".out", name##_out);
+    EMBER_REGISTER_UNARY(neg)
+    EMBER_REGISTER_UNARY(abs)
+    EMBER_REGISTER_UNARY(reciprocal)
+    EMBER_REGISTER_UNARY(exp)
+    EMBER_REGISTER_UNARY(log)
+    EMBER_REGISTER_UNARY(sqrt)
+    EMBER_REGISTER_UNARY(rsqrt)
+    EMBER_REGISTER_UNARY(sigmoid)
+    EMBER_REGISTER_UNARY(tanh)
+    EMBER_REGISTER_UNARY(sin)
+    EMBER_REGISTER_UNARY(cos)
+    EMBER_REGISTER_UNARY(silu)
+#undef EMBER_REGISTER_UNARY
+    m.impl("relu", relu_fn);
+    m.impl("relu_", relu__fn);
+}
+
+}  // namespace ember::torch_glue

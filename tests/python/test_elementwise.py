@@ -1,0 +1,158 @@
+"""Native elementwise kernels match PyTorch CPU: every dtype pair, broadcasting, strides,
+Python scalars, in-place and out= forms, and CPU's errors."""
+import pytest
+import torch
+import torch_ember
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+          torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge"]
+UNARY = ["neg", "abs", "reciprocal", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "sin", "cos",
+         "relu"]
+
+
+def sample(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * 3
+    if dtype == torch.bool:
+        return x > 0
+    if not dtype.is_floating_point:
+        x = x.round().clamp(-20, 20)
+        if dtype == torch.uint8:
+            x = x.abs()
+    return x.to(dtype)
+
+
+def same_outcome(fn, *cpu_args):
+    """fn on CPU and on ember give the same values, or both raise the same kind of error."""
+    try:
+        expected = fn(*cpu_args)
+    except Exception as cpu_error:
+        with pytest.raises(type(cpu_error)):
+            fn(*[a.to("ember") if isinstance(a, torch.Tensor) else a for a in cpu_args])
+        return
+    got = fn(*[a.to("ember") if isinstance(a, torch.Tensor) else a for a in cpu_args])
+    assert got.device.type == "ember"
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+
+
+@pytest.fixture
+def native_only():
+    """Fails the test if any op fell back to the CPU."""
+    torch_ember.reset_fallback_stats()
+    yield
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("da", DTYPES)
+@pytest.mark.parametrize("db", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_binary_type_promotion_and_broadcast(op, da, db):
+    fn = getattr(torch, op)
+    same_outcome(fn, sample((4, 5), da), sample((5,), db, seed=1))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "pow", "lt"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_binary_strided_and_broadcast_views_are_native(op, dtype, native_only):
+    fn = getattr(torch, op)
+    a = sample((6, 8), dtype)
+    b = sample((8, 6), dtype, seed=1).abs() + 0.5
+    same_outcome(lambda x, y: fn(x.t()[1:, ::2], y[::2, 1:]), a, b)
+    same_outcome(lambda x, y: fn(x[:, :1], y[0]), a, b)  # (6,1) with (6,) -> (6,6)
+
+
+@pytest.mark.parametrize("scalar", [2, -1.5, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.uint8])
+def test_python_scalars(scalar, dtype):
+    a = sample((3, 4), dtype)
+    for fn in (lambda x: x + scalar, lambda x: x * scalar, lambda x: scalar - x,
+               lambda x: x / scalar, lambda x: x > scalar, lambda x: torch.add(x, 1, alpha=scalar)):
+        same_outcome(fn, a)
+
+
+@pytest.mark.parametrize("op", UNARY + ["silu"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary(op, dtype):
+    fn = torch.nn.functional.silu if op == "silu" else getattr(torch, op)
+    a = sample((5, 7), dtype)
+    same_outcome(fn, a)
+    same_outcome(lambda x: fn(x.t()), a)
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, 1.7, 0, 1, -2])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_pow_scalar_special_cases(exponent, dtype):
+    same_outcome(lambda x: x.abs().pow(exponent), sample((4, 6), dtype))
+    same_outcome(lambda x: x.pow(exponent), sample((4, 6), dtype))
+
+
+def test_nan_and_inf_propagate(native_only):
+    vals = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0])
+    other = torch.tensor([1.0, float("nan"), 2.0, -0.0, 0.0, float("inf")])
+    for fn in (torch.maximum, torch.minimum, torch.add, torch.div, torch.mul, torch.eq, torch.ne):
+        same_outcome(fn, vals, other)
+    for fn in (torch.relu, torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.sigmoid, torch.tanh):
+        same_outcome(fn, vals)
+
+
+def test_integer_overflow_wraps_like_cpu():
+    for dtype in (torch.int8, torch.uint8, torch.int32, torch.int64):
+        info = torch.iinfo(dtype)
+        a = torch.tensor([info.max, info.min, 7], dtype=dtype)
+        b = torch.tensor([1, -1 if dtype != torch.uint8 else 1, 3], dtype=dtype)
+        same_outcome(torch.add, a, b)
+        same_outcome(torch.mul, a, b)
+        same_outcome(torch.sub, a, b)
+
+
+def test_in_place_and_out_forms(native_only):
+    a, b = sample((4, 5), torch.float32), sample((5,), torch.float32, seed=1)
+    ae, be = a.to("ember"), b.to("ember")
+    for name in ("add_", "sub_", "mul_", "div_", "exp_", "sigmoid_", "relu_", "pow_"):
+        args = (b,) if name in ("add_", "sub_", "mul_", "div_") else ((2,) if name == "pow_" else ())
+        eargs = (be,) if args and isinstance(args[0], torch.Tensor) else args
+        expected = getattr(a.clone(), name)(*args)
+        got = getattr(ae.clone(), name)(*eargs)
+        torch.testing.assert_close(got.cpu(), expected)
+    out = torch.empty(1, device="ember")  # resized as on CPU
+    torch.mul(ae, be, out=out)
+    torch.testing.assert_close(out.cpu(), a * b)
+    view = ae.clone()
+    view.t()[1:].add_(1.0)  # writes through a strided view
+    expected = a.clone()
+    expected.t()[1:].add_(1.0)
+    torch.testing.assert_close(view.cpu(), expected)
+
+
+def test_cpu_errors_are_kept():
+    a = torch.tensor([True, False], device="ember")
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
+        a - a
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        torch.ones(3, dtype=torch.int64, device="ember").add_(0.5)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+        torch.add(torch.ones(2, dtype=torch.int32, device="ember"), 1, alpha=0.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.ones(3, device="ember").add_(torch.ones(2, 3, device="ember"))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="ember") + torch.ones(3)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        x = torch.ones(5, device="ember")
+        torch.add(x[1:], 1, out=x[:-1])
+
+
+def test_complex_falls_back_visibly():
+    torch_ember.reset_fallback_stats()
+    z = torch.randn(4, dtype=torch.complex64)
+    torch.testing.assert_close((z.to("ember") * 2).cpu(), z * 2)
+    assert any("mul" in r.op for r in torch_ember.fallback_report())
+
+
+def test_large_tensor_parallel(native_only):
+    a = sample((1 << 20,), torch.float32)
+    b = sample((1 << 20,), torch.bfloat16, seed=1)
+    same_outcome(lambda x, y: x * y + 1, a, b)
+    same_outcome(torch.sigmoid, a)
