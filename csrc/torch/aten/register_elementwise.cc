@@ -5,6 +5,7 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "../fallback.h"
@@ -179,8 +180,14 @@ at::Tensor& pow__tensor(at::Tensor& self, const at::Tensor& exponent) {
 at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
     at::ScalarType result = at::result_type(self, exponent);
     bool floating = at::isFloatingType(result);
-    if (!floating || exponent.isComplex() || exponent.equal(0.0) || exponent.equal(1.0)) {
+    if (!floating || exponent.isComplex()) {
         return cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(self, exponent, out);
+    }
+    if (exponent.equal(0.0) || exponent.equal(1.0)) {  // as on CPU: ones, or a copy
+        at::native::resize_output(out, self.sizes());
+        TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
+                    " can't be cast to the desired output type ", out.scalar_type());
+        return exponent.equal(0.0) ? out.fill_(1) : out.copy_(self);
     }
     at::Tensor exp_t = scalar_tensor(exponent);
     if (exponent.equal(2.0)) {

@@ -1,0 +1,300 @@
+#include "kernels/reduce/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+
+namespace ember::kernels {
+namespace {
+
+// Walks elements [begin, end) of the reduced index space of one output, in memory order of
+// the reduced dims (last dim fastest), calling f(value_as_double_or_int64, position).
+template <typename T, typename F>
+void walk(const char* base, const TensorView& in, int kept, int64_t begin, int64_t end, F&& f) {
+    const int nr = in.ndim - kept;
+    if (nr == 0) {
+        if (begin < end) f(*reinterpret_cast<const T*>(base), 0);
+        return;
+    }
+    int64_t idx[kMaxDims];
+    int64_t rem = begin;
+    for (int d = nr - 1; d >= 0; --d) {
+        idx[d] = rem % in.sizes[kept + d];
+        rem /= in.sizes[kept + d];
+    }
+    const int64_t esize = static_cast<int64_t>(sizeof(T));
+    const char* p = base;
+    for (int d = 0; d < nr; ++d) p += idx[d] * in.strides[kept + d] * esize;
+    const int64_t inner = in.sizes[in.ndim - 1];
+    const int64_t inner_stride = in.strides[in.ndim - 1] * esize;
+    int64_t pos = begin;
+    while (pos < end) {
+        int64_t run = std::min(inner - idx[nr - 1], end - pos);
+        for (int64_t i = 0; i < run; ++i) f(*reinterpret_cast<const T*>(p + i * inner_stride), pos + i);
+        pos += run;
+        p += run * inner_stride;
+        idx[nr - 1] += run;
+        // Carry into outer reduced dims.
+        for (int d = nr - 1; d > 0 && idx[d] == in.sizes[kept + d]; --d) {
+            p -= idx[d] * in.strides[kept + d] * esize;
+            idx[d] = 0;
+            idx[d - 1] += 1;
+            p += in.strides[kept + d - 1] * esize;
+        }
+    }
+}
+
+template <typename T>
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+
+// A partial result of one reduction over a range of positions.
+struct Partial {
+    double f = 0;       // sum / product / extreme / norm accumulator
+    int64_t i = 0;      // integer sum / product
+    int64_t index = -1; // position of the extreme
+    int64_t count = 0;
+    double mean = 0, m2 = 0;  // Welford
+    bool nan = false;
+};
+
+template <typename T>
+Partial reduce_range(ReduceOp op, const char* base, const ReduceArgs& a, int64_t begin, int64_t end) {
+    Partial r;
+    constexpr bool integral = std::is_integral_v<T>;
+    switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kMean:
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) {
+                if constexpr (integral) r.i += static_cast<int64_t>(v);
+                else r.f += detail::as_double(v);
+            });
+            break;
+        case ReduceOp::kProd:
+            r.f = 1;
+            r.i = 1;
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) {
+                if constexpr (integral) r.i = static_cast<int64_t>(static_cast<uint64_t>(r.i) * static_cast<uint64_t>(v));
+                else r.f *= detail::as_double(v);
+            });
+            break;
+        case ReduceOp::kAmax: case ReduceOp::kMax: case ReduceOp::kArgmax:
+        case ReduceOp::kAmin: case ReduceOp::kMin: case ReduceOp::kArgmin: {
+            const bool is_max = op == ReduceOp::kAmax || op == ReduceOp::kMax || op == ReduceOp::kArgmax;
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t pos) {
+                double x = detail::as_double(v);
+                if (r.nan) return;
+                if (x != x) {
+                    r.nan = true;
+                    r.f = x;
+                    r.index = pos;
+                    return;
+                }
+                if (r.index < 0 || (is_max ? x > r.f : x < r.f)) {
+                    r.f = x;
+                    r.index = pos;
+                }
+            });
+            break;
+        }
+        case ReduceOp::kNorm: {
+            const double p = a.p;
+            r.f = std::isinf(p) && p < 0 ? std::numeric_limits<double>::infinity() : 0.0;
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) {
+                double x = std::fabs(detail::as_double(v));
+                if (p == 2) r.f += x * x;
+                else if (p == 1) r.f += x;
+                else if (p == 0) r.f += x != 0;
+                else if (std::isinf(p)) r.f = (x != x || r.f != r.f) ? x + r.f : (p > 0 ? std::max(r.f, x) : std::min(r.f, x));
+                else r.f += std::pow(x, p);
+            });
+            break;
+        }
+        case ReduceOp::kAny:
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) { r.i |= detail::as_double(v) != 0; });
+            break;
+        case ReduceOp::kAll:
+            r.i = 1;
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) { r.i &= detail::as_double(v) != 0; });
+            break;
+        case ReduceOp::kVar: case ReduceOp::kStd:
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) {
+                double x = detail::as_double(v);
+                r.count += 1;
+                double delta = x - r.mean;
+                r.mean += delta / static_cast<double>(r.count);
+                r.m2 += delta * (x - r.mean);
+            });
+            break;
+    }
+    r.count = op == ReduceOp::kVar || op == ReduceOp::kStd ? r.count : end - begin;
+    return r;
+}
+
+// Combines b (a later range) into a.
+void combine(ReduceOp op, Partial& a, const Partial& b, double p) {
+    switch (op) {
+        case ReduceOp::kSum: case ReduceOp::kMean: a.f += b.f; a.i += b.i; break;
+        case ReduceOp::kProd:
+            a.f *= b.f;
+            a.i = static_cast<int64_t>(static_cast<uint64_t>(a.i) * static_cast<uint64_t>(b.i));
+            break;
+        case ReduceOp::kNorm:
+            if (std::isinf(p)) a.f = (a.f != a.f || b.f != b.f) ? a.f + b.f : (p > 0 ? std::max(a.f, b.f) : std::min(a.f, b.f));
+            else a.f += b.f;
+            break;
+        case ReduceOp::kAny: a.i |= b.i; break;
+        case ReduceOp::kAll: a.i &= b.i; break;
+        case ReduceOp::kVar: case ReduceOp::kStd: {  // Chan et al. parallel variance
+            if (b.count == 0) break;
+            if (a.count == 0) { a = b; break; }
+            double n = static_cast<double>(a.count + b.count);
+            double delta = b.mean - a.mean;
+            a.m2 += b.m2 + delta * delta * static_cast<double>(a.count) * static_cast<double>(b.count) / n;
+            a.mean += delta * static_cast<double>(b.count) / n;
+            a.count += b.count;
+            break;
+        }
+        default: {  // extremes: the earlier range wins ties; NaN wins everything
+            const bool is_max = op == ReduceOp::kAmax || op == ReduceOp::kMax || op == ReduceOp::kArgmax;
+            if (a.nan || b.index < 0) break;
+            if (a.index < 0 || b.nan || (is_max ? b.f > a.f : b.f < a.f)) {
+                a.f = b.f;
+                a.index = b.index;
+                a.nan = b.nan;
+            }
+        }
+    }
+    if (op != ReduceOp::kVar && op != ReduceOp::kStd) a.count += b.count;
+}
+
+template <typename O>
+void store_value(char* p, O v, DType dt) {
+    EMBER_DISPATCH_REAL(dt, { *reinterpret_cast<scalar_t*>(p) = detail::convert<scalar_t>(v); });
+}
+
+void finish(ReduceOp op, const Partial& r, const ReduceArgs& a, char* out, char* index_out, bool integral) {
+    const DType dt = a.out.dtype;
+    switch (op) {
+        case ReduceOp::kSum: case ReduceOp::kProd:
+            if (integral) store_value(out, r.i, dt);
+            else store_value(out, r.f, dt);
+            break;
+        case ReduceOp::kMean:
+            store_value(out, (integral ? static_cast<double>(r.i) : r.f) / static_cast<double>(r.count), dt);
+            break;
+        case ReduceOp::kAmax: case ReduceOp::kAmin: store_value(out, r.f, dt); break;
+        case ReduceOp::kMax: case ReduceOp::kMin:
+            store_value(out, r.f, dt);
+            *reinterpret_cast<int64_t*>(index_out) = r.index;
+            break;
+        case ReduceOp::kArgmax: case ReduceOp::kArgmin: store_value(out, r.index, dt); break;
+        case ReduceOp::kNorm: {
+            double p = a.p, v = r.f;
+            if (!(p == 0 || p == 1 || std::isinf(p))) v = p == 2 ? std::sqrt(v) : std::pow(v, 1.0 / p);
+            store_value(out, v, dt);
+            break;
+        }
+        case ReduceOp::kAny: case ReduceOp::kAll: store_value(out, r.i, dt); break;
+        case ReduceOp::kVar: case ReduceOp::kStd: {
+            double denom = std::max(0.0, static_cast<double>(r.count) - a.correction);
+            double var = r.m2 / denom;  // 0/0 -> NaN as in PyTorch
+            store_value(out, op == ReduceOp::kStd ? std::sqrt(var) : var, dt);
+            break;
+        }
+    }
+}
+
+template <typename T>
+Status run(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
+    int64_t outer = 1;
+    for (int d = 0; d < a.kept; ++d) outer *= a.in.sizes[d];
+    int64_t reduced = 1;
+    for (int d = a.kept; d < a.in.ndim; ++d) reduced *= a.in.sizes[d];
+    const int64_t esize = static_cast<int64_t>(sizeof(T));
+    const int64_t out_esize = element_size(a.out.dtype);
+    auto one = [&](int64_t o, int64_t begin, int64_t end) -> std::pair<const char*, Partial> {
+        const char* base = static_cast<const char*>(a.in.data);
+        int64_t rem = o;
+        for (int d = a.kept - 1; d >= 0; --d) {
+            base += (rem % a.in.sizes[d]) * a.in.strides[d] * esize;
+            rem /= a.in.sizes[d];
+        }
+        return {base, reduce_range<T>(op, base, a, begin, end)};
+    };
+    auto out_ptr = [&](const TensorView& v, int64_t o, int64_t es) {
+        char* p = static_cast<char*>(v.data);
+        int64_t rem = o;
+        for (int d = a.kept - 1; d >= 0; --d) {
+            p += (rem % v.sizes[d]) * v.strides[d] * es;
+            rem /= v.sizes[d];
+        }
+        return p;
+    };
+    const bool integral = std::is_integral_v<T>;
+    const int threads = pool ? pool->num_threads() : 1;
+    if (outer >= threads || reduced < 65536) {
+        int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, reduced));
+        auto body = [&](int64_t b, int64_t e) {
+            for (int64_t o = b; o < e; ++o) {
+                Partial r = one(o, 0, reduced).second;
+                finish(op, r, a, out_ptr(a.out, o, out_esize),
+                       a.indices.data ? out_ptr(a.indices, o, 8) : nullptr, integral);
+            }
+        };
+        if (pool) pool->parallel_for(outer, grain, body);
+        else body(0, outer);
+        return Status();
+    }
+    // Few outputs, many elements each: split every reduction across the pool.
+    for (int64_t o = 0; o < outer; ++o) {
+        int64_t chunks = threads;
+        std::vector<Partial> parts(chunks);
+        int64_t step = (reduced + chunks - 1) / chunks;
+        pool->parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+            for (int64_t c = b; c < e; ++c) {
+                int64_t lo = c * step, hi = std::min(reduced, lo + step);
+                if (lo < hi) parts[c] = one(o, lo, hi).second;
+            }
+        });
+        Partial r = parts[0];
+        for (int64_t c = 1; c < chunks; ++c) {
+            if (c * step < reduced) combine(op, r, parts[c], a.p);
+        }
+        finish(op, r, a, out_ptr(a.out, o, out_esize),
+               a.indices.data ? out_ptr(a.indices, o, 8) : nullptr, integral);
+    }
+    return Status();
+}
+
+}  // namespace
+
+const char* op_name(ReduceOp op) {
+    static const char* names[] = {"sum", "mean", "prod", "amax", "amin", "max", "min", "argmax",
+                                  "argmin", "norm", "any", "all", "var", "std"};
+    return names[static_cast<int>(op)];
+}
+
+Status reduce(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
+    if (a.kept < 0 || a.kept > a.in.ndim || a.out.ndim != a.kept) {
+        return invalid_argument("reduce: kept dims do not match the output");
+    }
+    if (is_complex(a.in.dtype) || is_complex(a.out.dtype)) return unimplemented("complex reductions");
+    int64_t reduced = 1;
+    for (int d = a.kept; d < a.in.ndim; ++d) reduced *= a.in.sizes[d];
+    bool needs_elements = op == ReduceOp::kAmax || op == ReduceOp::kAmin || op == ReduceOp::kMax ||
+                          op == ReduceOp::kMin || op == ReduceOp::kArgmax || op == ReduceOp::kArgmin;
+    if (reduced == 0 && needs_elements) {
+        return invalid_argument(std::string(op_name(op)) + " of an empty reduction");
+    }
+    if ((op == ReduceOp::kMax || op == ReduceOp::kMin) && a.indices.data == nullptr) {
+        return invalid_argument("reduce: max/min need an indices output");
+    }
+    EMBER_DISPATCH_REAL(a.in.dtype, return run<scalar_t>(op, a, pool));
+    return unimplemented(std::string("reduce for dtype ") + dtype_name(a.in.dtype));
+}
+
+}  // namespace ember::kernels

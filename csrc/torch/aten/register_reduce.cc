@@ -1,0 +1,308 @@
+// Reductions on core's kernels::reduce: sum, mean, prod, amax/amin, max/min (with indices),
+// argmax/argmin, linalg_vector_norm, any/all, var/std. The glue works out PyTorch's output
+// shape and dtype and orders the input's dims (kept first, reduced last) as a view; anything
+// unusual (empty inputs, complex, an out= tensor of another dtype) takes the CPU fallback, so
+// PyTorch's own checks and messages apply.
+#include <ATen/Operators.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "../context.h"
+#include "../fallback.h"
+#include "kernels/reduce/reduce.h"
+
+namespace ember::torch_glue {
+namespace {
+
+using kernels::ReduceOp;
+
+template <class Op, class... Args>
+decltype(auto) cpu(Args&&... args) {
+    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+struct Plan {
+    std::vector<int64_t> out_shape;  // as PyTorch reports it (keepdim respected)
+    std::vector<int64_t> order;      // kept dims, then reduced dims
+    int kept = 0;
+};
+
+Plan make_plan(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
+    const int64_t nd = self.dim();
+    std::bitset<at::dim_bitset_size> reduce_mask;
+    if (!dims.has_value() || dims->empty()) {
+        reduce_mask.set();
+    } else {
+        reduce_mask = at::dim_list_to_bitset(*dims, nd);
+    }
+    Plan p;
+    for (int64_t d = 0; d < nd; ++d) {
+        if (!reduce_mask[d]) {
+            p.order.push_back(d);
+            p.out_shape.push_back(self.size(d));
+        } else if (keepdim) {
+            p.out_shape.push_back(1);
+        }
+    }
+    p.kept = static_cast<int>(p.order.size());
+    for (int64_t d = 0; d < nd; ++d)
+        if (reduce_mask[d]) p.order.push_back(d);
+    return p;
+}
+
+// The output with only its kept dims (reduced, size-1 dims dropped when keepdim).
+kernels::TensorView kept_view(const at::Tensor& out, const at::Tensor& self, const Plan& p) {
+    kernels::TensorView v = view_of(out);
+    if (out.dim() == p.kept) return v;
+    kernels::TensorView k = v;
+    k.ndim = 0;
+    std::vector<bool> is_kept(self.dim(), false);
+    for (int i = 0; i < p.kept; ++i) is_kept[p.order[i]] = true;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+        if (!is_kept[d]) continue;
+        k.sizes[k.ndim] = v.sizes[d];
+        k.strides[k.ndim] = v.strides[d];
+        ++k.ndim;
+    }
+    return k;
+}
+
+void queue_reduce(ReduceOp op, const at::Tensor& self, const Plan& p, const at::Tensor& out,
+                  const at::Tensor& indices = {}, double ord = 2, double correction = 1) {
+    if (out.numel() == 0) return;
+    c10::DeviceGuard guard(self.device());
+    kernels::ReduceArgs args;
+    args.in = view_of(self.dim() == 0 ? self : self.permute(p.order));
+    args.kept = p.kept;
+    args.out = kept_view(out, self, p);
+    if (indices.defined()) args.indices = kept_view(indices, self, p);
+    args.p = ord;
+    args.correction = correction;
+    runtime::Device& dev = tensor_device(self);
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), kernels::op_name(op), [args, op, pool] { return kernels::reduce(op, args, pool); });
+}
+
+bool reducible(const at::Tensor& self) {
+    return self.numel() > 0 && !self.is_complex();
+}
+
+c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+    if (dtype) return *dtype;
+    return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
+}
+
+// ---- sum / mean / prod ------------------------------------------------------------------------
+
+at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+    Plan p = make_plan(self, dim, keepdim);
+    if (!reducible(self) || out.scalar_type() != sum_dtype(self, dtype)) {
+        return cpu<ATEN_OP2(sum, IntList_out)>(self, dim, keepdim, dtype, out);
+    }
+    at::native::resize_output(out, p.out_shape);
+    queue_reduce(ReduceOp::kSum, self, p, out);
+    return out;
+}
+
+at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<c10::ScalarType> dtype) {
+    if (!reducible(self)) return cpu<ATEN_OP2(sum, dim_IntList)>(self, dim, keepdim, dtype);
+    at::Tensor out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
+    return sum_out(self, dim, keepdim, dtype, out);
+}
+
+at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+    return sum_dim(self, std::nullopt, false, dtype);
+}
+
+at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+    c10::ScalarType t = dtype.value_or(self.scalar_type());
+    if (!reducible(self) || !at::isFloatingType(t) || out.scalar_type() != t) {
+        return cpu<ATEN_OP2(mean, out)>(self, dim, keepdim, dtype, out);
+    }
+    Plan p = make_plan(self, dim, keepdim);
+    at::native::resize_output(out, p.out_shape);
+    queue_reduce(ReduceOp::kMean, self, p, out);
+    return out;
+}
+
+at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype) {
+    c10::ScalarType t = dtype.value_or(self.scalar_type());
+    if (!reducible(self) || !at::isFloatingType(t)) return cpu<ATEN_OP2(mean, dim)>(self, dim, keepdim, dtype);
+    at::Tensor out = at::empty({0}, self.options().dtype(t));
+    return mean_out(self, dim, keepdim, dtype, out);
+}
+
+at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+    return mean_dim(self, std::nullopt, false, dtype);
+}
+
+// ---- amax / amin / max / min / argmax / argmin --------------------------------------------------
+
+#define EMBER_EXTREME(name, kOp)                                                                   \
+    at::Tensor& name##_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) { \
+        if (!reducible(self) || out.scalar_type() != self.scalar_type() || self.scalar_type() == at::kBool) \
+            return cpu<ATEN_OP2(name, out)>(self, dim, keepdim, out);                             \
+        Plan p = make_plan(self, dim, keepdim);                                                   \
+        at::native::resize_output(out, p.out_shape);                                              \
+        queue_reduce(kOp, self, p, out);                                                          \
+        return out;                                                                               \
+    }                                                                                             \
+    at::Tensor name##_fn(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {             \
+        if (!reducible(self) || self.scalar_type() == at::kBool)                                  \
+            return cpu<ATEN_OP(name)>(self, dim, keepdim);                                        \
+        at::Tensor out = at::empty({0}, self.options());                                          \
+        return name##_out(self, dim, keepdim, out);                                               \
+    }
+
+EMBER_EXTREME(amax, ReduceOp::kAmax)
+EMBER_EXTREME(amin, ReduceOp::kAmin)
+#undef EMBER_EXTREME
+
+#define EMBER_EXTREME_WITH_INDEX(name, kOp, overload)                                              \
+    std::tuple<at::Tensor, at::Tensor> name##_dim(const at::Tensor& self, int64_t dim, bool keepdim) { \
+        if (!reducible(self) || self.scalar_type() == at::kBool)                                   \
+            return cpu<ATEN_OP2(name, dim)>(self, dim, keepdim);                                   \
+        dim = at::maybe_wrap_dim(dim, self.dim());                                                 \
+        Plan p = make_plan(self, at::IntArrayRef(dim), keepdim);                                   \
+        at::Tensor values = at::empty(p.out_shape, self.options());                                \
+        at::Tensor indices = at::empty(p.out_shape, self.options().dtype(at::kLong));              \
+        queue_reduce(kOp, self, p, values, indices);                                               \
+        return {values, indices};                                                                  \
+    }                                                                                              \
+    at::Tensor name##_all(const at::Tensor& self) {                                                \
+        if (!reducible(self) || self.scalar_type() == at::kBool) return cpu<ATEN_OP(name)>(self); \
+        Plan p = make_plan(self, std::nullopt, false);                                             \
+        at::Tensor out = at::empty({}, self.options());                                            \
+        queue_reduce(kOp == ReduceOp::kMax ? ReduceOp::kAmax : ReduceOp::kAmin, self, p, out);     \
+        return out;                                                                                \
+    }
+
+EMBER_EXTREME_WITH_INDEX(max, ReduceOp::kMax, dim)
+EMBER_EXTREME_WITH_INDEX(min, ReduceOp::kMin, dim)
+#undef EMBER_EXTREME_WITH_INDEX
+
+#define EMBER_ARG_EXTREME(name, kOp)                                                               \
+    at::Tensor& name##_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) { \
+        if (!reducible(self) || self.scalar_type() == at::kBool || out.scalar_type() != at::kLong) \
+            return cpu<ATEN_OP2(name, out)>(self, dim, keepdim, out);                             \
+        at::Tensor in = dim ? self : self.reshape({-1});                                          \
+        int64_t d = dim ? at::maybe_wrap_dim(*dim, self.dim()) : 0;                               \
+        Plan p = make_plan(in, at::IntArrayRef(d), dim ? keepdim : false);                         \
+        if (!dim && keepdim) p.out_shape.assign(self.dim(), 1);                                    \
+        at::native::resize_output(out, p.out_shape);                                              \
+        queue_reduce(kOp, in, p, dim ? out : out.reshape({}));                                    \
+        return out;                                                                               \
+    }                                                                                             \
+    at::Tensor name##_fn(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {      \
+        if (!reducible(self) || self.scalar_type() == at::kBool)                                  \
+            return cpu<ATEN_OP(name)>(self, dim, keepdim);                                        \
+        at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));                         \
+        return name##_out(self, dim, keepdim, out);                                               \
+    }
+
+EMBER_ARG_EXTREME(argmax, ReduceOp::kArgmax)
+EMBER_ARG_EXTREME(argmin, ReduceOp::kArgmin)
+#undef EMBER_ARG_EXTREME
+
+// ---- norms, var/std, any/all ------------------------------------------------------------------
+
+at::Tensor& vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
+                            bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+    c10::ScalarType t = dtype.value_or(self.scalar_type());
+    if (!reducible(self) || !at::isFloatingType(self.scalar_type()) || !at::isFloatingType(t) ||
+        out.scalar_type() != t) {
+        return cpu<ATEN_OP2(linalg_vector_norm, out)>(self, ord, dim, keepdim, dtype, out);
+    }
+    Plan p = make_plan(self, dim, keepdim);
+    at::native::resize_output(out, p.out_shape);
+    queue_reduce(ReduceOp::kNorm, self, p, out, {}, ord.toDouble());
+    return out;
+}
+
+at::Tensor vector_norm(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
+                       bool keepdim, std::optional<c10::ScalarType> dtype) {
+    if (!reducible(self) || !at::isFloatingType(self.scalar_type())) {
+        return cpu<ATEN_OP(linalg_vector_norm)>(self, ord, dim, keepdim, dtype);
+    }
+    at::Tensor out = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
+    return vector_norm_out(self, ord, dim, keepdim, dtype, out);
+}
+
+
+#define EMBER_VAR_STD(name, kOp)                                                                   \
+    at::Tensor name##_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,               \
+                                 const std::optional<c10::Scalar>& correction, bool keepdim) {      \
+        if (!reducible(self) || !at::isFloatingType(self.scalar_type()))                           \
+            return cpu<ATEN_OP2(name, correction)>(self, dim, correction, keepdim);                \
+        Plan p = make_plan(self, dim, keepdim);                                                    \
+        at::Tensor out = at::empty(p.out_shape, self.options());                                   \
+        queue_reduce(kOp, self, p, out, {}, 2, correction ? correction->toDouble() : 1.0);         \
+        return out;                                                                                \
+    }
+
+EMBER_VAR_STD(var, ReduceOp::kVar)
+EMBER_VAR_STD(std, ReduceOp::kStd)
+#undef EMBER_VAR_STD
+
+c10::ScalarType logical_dtype(const at::Tensor& self) {
+    return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
+}
+
+#define EMBER_LOGICAL(name, kOp)                                                                    \
+    at::Tensor name##_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {     \
+        if (!reducible(self)) return cpu<ATEN_OP2(name, dims)>(self, dim, keepdim);                 \
+        Plan p = make_plan(self, dim, keepdim);                                                     \
+        at::Tensor out = at::empty(p.out_shape, self.options().dtype(logical_dtype(self)));         \
+        queue_reduce(kOp, self, p, out);                                                            \
+        return out;                                                                                 \
+    }                                                                                               \
+    at::Tensor name##_dim(const at::Tensor& self, int64_t dim, bool keepdim) {                      \
+        return name##_dims(self, at::IntArrayRef(dim), keepdim);                                    \
+    }                                                                                               \
+    at::Tensor name##_all(const at::Tensor& self) { return name##_dims(self, std::nullopt, false); }
+
+EMBER_LOGICAL(any, ReduceOp::kAny)
+EMBER_LOGICAL(all, ReduceOp::kAll)
+#undef EMBER_LOGICAL
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("sum", sum_all);
+    m.impl("sum.dim_IntList", sum_dim);
+    m.impl("sum.IntList_out", sum_out);
+    m.impl("mean", mean_all);
+    m.impl("mean.dim", mean_dim);
+    m.impl("mean.out", mean_out);
+    m.impl("amax", amax_fn);
+    m.impl("amax.out", amax_out);
+    m.impl("amin", amin_fn);
+    m.impl("amin.out", amin_out);
+    m.impl("max.dim", max_dim);
+    m.impl("max", max_all);
+    m.impl("min.dim", min_dim);
+    m.impl("min", min_all);
+    m.impl("argmax", argmax_fn);
+    m.impl("argmax.out", argmax_out);
+    m.impl("argmin", argmin_fn);
+    m.impl("argmin.out", argmin_out);
+    m.impl("linalg_vector_norm", vector_norm);
+    m.impl("linalg_vector_norm.out", vector_norm_out);
+    m.impl("var.correction", var_correction);
+    m.impl("std.correction", std_correction);
+    m.impl("any.dims", any_dims);
+    m.impl("any.dim", any_dim);
+    m.impl("any", any_all);
+    m.impl("all.dims", all_dims);
+    m.impl("all.dim", all_dim);
+    m.impl("all", all_all);
+}
+
+}  // namespace ember::torch_glue

@@ -1,0 +1,108 @@
+"""Native reductions match PyTorch CPU over every dim set, keepdim, dtype and layout."""
+import pytest
+import torch
+import torch_ember
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32,
+          torch.uint8, torch.bool]
+DIMS = [None, (0,), (1,), (2,), (-1,), (0, 2), (1, 2), (0, 1, 2)]
+
+
+def sample(dtype, shape=(4, 5, 6)):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 3
+    if dtype == torch.bool:
+        return x > 0
+    return x.to(dtype) if dtype.is_floating_point else x.round().abs().to(dtype)
+
+
+def same_outcome(fn, x):
+    try:
+        expected = fn(x)
+    except Exception as err:
+        with pytest.raises(type(err)):
+            fn(x.to("ember"))
+        return
+    got = fn(x.to("ember"))
+    pairs = zip(got, expected) if isinstance(expected, tuple) else [(got, expected)]
+    for g, e in pairs:
+        assert g.dtype == e.dtype and g.device.type == "ember"
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+
+
+REDUCTIONS = {
+    "sum": lambda t, d, k: t.sum() if d is None else t.sum(dim=d, keepdim=k),
+    "mean": lambda t, d, k: t.mean() if d is None else t.mean(dim=d, keepdim=k),
+    "amax": lambda t, d, k: t.amax(dim=d or (), keepdim=k),
+    "amin": lambda t, d, k: t.amin(dim=d or (), keepdim=k),
+    "norm2": lambda t, d, k: torch.linalg.vector_norm(t, 2, dim=d, keepdim=k),
+    "norm1": lambda t, d, k: torch.linalg.vector_norm(t, 1, dim=d, keepdim=k),
+    "norminf": lambda t, d, k: torch.linalg.vector_norm(t, float("inf"), dim=d, keepdim=k),
+    "norm3": lambda t, d, k: torch.linalg.vector_norm(t, 3, dim=d, keepdim=k),
+    "var": lambda t, d, k: t.var(dim=d, keepdim=k),
+    "std0": lambda t, d, k: t.std(dim=d, keepdim=k, correction=0),
+    "any": lambda t, d, k: t.any() if d is None else t.any(dim=d, keepdim=k),
+    "all": lambda t, d, k: t.all() if d is None else t.all(dim=d, keepdim=k),
+}
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_reductions(name, dtype, dims, keepdim):
+    same_outcome(lambda t: REDUCTIONS[name](t, dims, keepdim), sample(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1, None])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_arg_and_indexed_extremes(dtype, dim, keepdim):
+    x = sample(dtype)
+    same_outcome(lambda t: t.argmax(dim=dim, keepdim=keepdim), x)
+    same_outcome(lambda t: t.argmin(dim=dim, keepdim=keepdim), x)
+    if dim is not None:
+        same_outcome(lambda t: t.max(dim=dim, keepdim=keepdim), x)
+        same_outcome(lambda t: t.min(dim=dim, keepdim=keepdim), x)
+    same_outcome(lambda t: t.max(), x)
+
+
+def test_layouts_dtypes_and_special_values():
+    torch_ember.reset_fallback_stats()
+    x = sample(torch.float32)
+    same_outcome(lambda t: t.transpose(0, 2).sum(1), x)
+    same_outcome(lambda t: t[:, ::2, 1:].mean((0, 2)), x)
+    same_outcome(lambda t: t.sum(1, dtype=torch.float64), x)
+    same_outcome(lambda t: t.expand(3, 4, 5, 6).sum(0), x)
+    nan = torch.tensor([[1.0, float("nan"), 3.0], [2.0, 1.0, 2.0]])
+    for fn in (lambda t: t.amax(1), lambda t: t.argmax(1), lambda t: t.max(1), lambda t: t.sum(1)):
+        same_outcome(fn, nan)
+    same_outcome(lambda t: t.max(1), torch.tensor([[3.0, 1.0, 3.0], [0.0, 0.0, 0.0]]))  # ties
+    same_outcome(lambda t: t.sum(), torch.tensor(3.0))
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+def test_empty_inputs_behave_like_cpu():
+    same_outcome(lambda t: t.sum(0), torch.empty(0, 3))
+    same_outcome(lambda t: t.mean(0), torch.empty(0, 3))
+    same_outcome(lambda t: t.amax(0), torch.empty(0, 3))  # CPU raises; so must ember
+
+
+def test_large_reductions_are_accurate():
+    x = torch.randn(3_000_000, generator=torch.Generator().manual_seed(1))
+    exact = x.double()
+    xe = x.to("ember")
+    # Accumulation in double: at least as accurate as CPU, compared with the float64 result.
+    torch.testing.assert_close(xe.sum().cpu().double(), exact.sum(), rtol=1e-6, atol=1e-3)
+    torch.testing.assert_close(xe.norm().cpu().double(), exact.norm(), rtol=1e-6, atol=0)
+    torch.testing.assert_close(xe.var().cpu().double(), exact.var(), rtol=1e-6, atol=0)
+    assert xe.argmax().item() == x.argmax().item()
+
+
+def test_reductions_inside_training_are_native():
+    torch_ember.reset_fallback_stats()
+    w = torch.randn(8, 4, device="ember", requires_grad=True)
+    loss = (w * w).mean() + w.sum(0).amax() + torch.linalg.vector_norm(w)
+    loss.backward()
+    ref = w.detach().cpu().requires_grad_()
+    ((ref * ref).mean() + ref.sum(0).amax() + torch.linalg.vector_norm(ref)).backward()
+    torch.testing.assert_close(w.grad.cpu(), ref.grad)
