@@ -156,3 +156,37 @@ def test_large_tensor_parallel(native_only):
     b = sample((1 << 20,), torch.bfloat16, seed=1)
     same_outcome(lambda x, y: x * y + 1, a, b)
     same_outcome(torch.sigmoid, a)
+
+
+@pytest.mark.parametrize("da", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                torch.int64, torch.int32, torch.bool])
+@pytest.mark.parametrize("db", [torch.float32, torch.int64, torch.bfloat16])
+def test_ternary_ops(da, db):
+    a, b = sample((4, 5), da), sample((5,), da, seed=1)
+    c = sample((4, 1), db, seed=2)
+    cond = sample((4, 5), torch.bool, seed=3)
+    same_outcome(torch.where, cond, a, c)
+    same_outcome(lambda k, x: torch.where(k, x, 0.5), cond, a)
+    same_outcome(lambda x, y, z: torch.addcmul(x, y, z, value=0.5), a, b, c)
+    same_outcome(lambda x, y, z: torch.addcdiv(x, y, z.abs() + 1, value=-2), a, b, c)
+    same_outcome(lambda x, y, z: x.clone().addcmul_(y, z, value=2), a, b, c)
+    for w in (0.3, 0.8):
+        same_outcome(lambda x, y: torch.lerp(x, y, w), a, b.expand(4, 5))
+    same_outcome(lambda x, y: x.clone().lerp_(y, 0.1), a, b)
+
+
+def test_optimizer_step_is_native(native_only):
+    params = [torch.randn(6, 4), torch.randn(4)]
+    grads = [torch.randn(6, 4), torch.randn(4)]
+
+    def run(device):
+        ps = [p.clone().to(device).requires_grad_() for p in params]
+        opt = torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, foreach=False)
+        for _ in range(3):
+            for p, g in zip(ps, grads):
+                p.grad = g.to(device)
+            opt.step()
+        return [p.detach().cpu() for p in ps]
+
+    for got, expected in zip(run("ember"), run("cpu")):
+        torch.testing.assert_close(got, expected)

@@ -95,3 +95,20 @@ void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10:
 }
 
 }  // namespace ember::torch_glue
+
+namespace ember::torch_glue {
+
+void queue_ternary(kernels::TernaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& value,
+                   std::optional<c10::ScalarType> compute_type) {
+    if (iter.numel() == 0) return;
+    c10::DeviceGuard guard(iter.device(0));
+    runtime::Device& dev = device_for(iter.device(0).index());
+    auto st = make_loop(iter);
+    kernels::DType compute = to_dtype(compute_type.value_or(iter.common_dtype()));
+    kernels::Scalar v = to_kernel_scalar(value);
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), kernels::op_name(op),
+            [st, op, compute, v, pool] { return kernels::ternary(op, st->loop, compute, v, pool); });
+}
+
+}  // namespace ember::torch_glue

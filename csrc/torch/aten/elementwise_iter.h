@@ -16,5 +16,8 @@ bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allo
 
 void queue_unary(kernels::UnaryOp op, at::TensorIteratorBase& iter);
 void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& alpha = c10::Scalar(1));
+// `compute` defaults to the iterator's common dtype.
+void queue_ternary(kernels::TernaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& value,
+                   std::optional<c10::ScalarType> compute = std::nullopt);
 
 }  // namespace ember::torch_glue

@@ -38,12 +38,22 @@ enum class BinaryOp : int8_t {
     kEq, kNe, kLt, kLe, kGt, kGe,  // produce 0/1, stored to the output's dtype (bool)
 };
 
+enum class TernaryOp : int8_t {
+    kWhere,    // in0 != 0 ? in1 : in2
+    kAddcmul,  // in0 + value * in1 * in2
+    kAddcdiv,  // in0 + value * in1 / in2
+    kLerp,     // in0 + in2 * (in1 - in0), PyTorch's two-sided formula for accuracy
+};
+
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
+const char* op_name(TernaryOp op);
 
 // `compute` is the common dtype the op is evaluated in (PyTorch's iter.common_dtype()).
 Status unary(UnaryOp op, const ElementwiseLoop& loop, DType compute, runtime::ThreadPool* pool);
 Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Scalar& alpha,
               runtime::ThreadPool* pool);
+Status ternary(TernaryOp op, const ElementwiseLoop& loop, DType compute, const Scalar& value,
+               runtime::ThreadPool* pool);
 
 }  // namespace ember::kernels

@@ -1,0 +1,164 @@
+// Three-input elementwise ops: where, addcmul, addcdiv, lerp (what optimizers and masking use),
+// on core's engine. Mixed dtypes PyTorch refuses, integers for the float-only ops, and complex
+// take the CPU fallback, so errors and results stay PyTorch's.
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "../fallback.h"
+#include "elementwise_iter.h"
+
+namespace ember::torch_glue {
+namespace {
+
+using kernels::TernaryOp;
+
+template <class Op, class... Args>
+decltype(auto) cpu(Args&&... args) {
+    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+at::TensorIterator promoting_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                                  const at::Tensor& c) {
+    return at::TensorIteratorConfig()
+        .allow_cpu_scalars(true)
+        .promote_inputs_to_common_dtype(true)
+        .cast_common_dtype_to_outputs(true)
+        .enforce_safe_casting_to_output(true)
+        .add_output(out)
+        .add_const_input(a)
+        .add_const_input(b)
+        .add_const_input(c)
+        .build();
+}
+
+// ---- where ----------------------------------------------------------------------------------
+
+at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    c10::ScalarType rt = at::result_type(self, other);
+    bool native = cond.scalar_type() == at::kBool && !at::isComplexType(rt) && out.scalar_type() == rt;
+    if (!native) return cpu<ATEN_OP2(where, self_out)>(cond, self, other, out);
+    at::TensorIterator iter = at::TensorIteratorConfig()
+                                  .check_all_same_dtype(false)
+                                  .allow_cpu_scalars(true)
+                                  .add_output(out)
+                                  .add_const_input(cond)
+                                  .add_const_input(self)
+                                  .add_const_input(other)
+                                  .build();
+    queue_ternary(TernaryOp::kWhere, iter, 0, rt);
+    return out;
+}
+
+at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+    c10::ScalarType rt = at::result_type(self, other);
+    if (cond.scalar_type() != at::kBool || at::isComplexType(rt)) {
+        return cpu<ATEN_OP2(where, self)>(cond, self, other);
+    }
+    auto shape = at::infer_size_dimvector(at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
+    // The ember operand decides the device; the others may be 0-dim CPU scalars.
+    c10::Device device = !cond.device().is_cpu() ? cond.device()
+                         : !self.device().is_cpu() ? self.device() : other.device();
+    at::Tensor out = at::empty(shape, self.options().dtype(rt).device(device));
+    return where_out(cond, self, other, out);
+}
+
+// ---- addcmul / addcdiv ------------------------------------------------------------------------
+
+#define EMBER_ADDC(name, kOp, integers)                                                               \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,         \
+                           const c10::Scalar& value, at::Tensor& out) {                                \
+        auto iter = promoting_iter(out, self, t1, t2);                                                 \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, t1, t2, value, out); \
+        queue_ternary(kOp, iter, value);                                                               \
+        return out;                                                                                    \
+    }                                                                                                  \
+    at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,           \
+                         const c10::Scalar& value) {                                                   \
+        at::Tensor out;                                                                                \
+        auto iter = promoting_iter(out, self, t1, t2);                                                 \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name)>(self, t1, t2, value);          \
+        queue_ternary(kOp, iter, value);                                                               \
+        return iter.output();                                                                          \
+    }                                                                                                  \
+    at::Tensor& name##__fn(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,               \
+                           const c10::Scalar& value) {                                                 \
+        auto iter = promoting_iter(self, self, t1, t2);                                                \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name##_)>(self, t1, t2, value);       \
+        queue_ternary(kOp, iter, value);                                                               \
+        return self;                                                                                   \
+    }
+
+EMBER_ADDC(addcmul, TernaryOp::kAddcmul, true)
+EMBER_ADDC(addcdiv, TernaryOp::kAddcdiv, false)
+#undef EMBER_ADDC
+
+// ---- lerp: no type promotion; end and weight must have self's dtype ---------------------------
+
+bool lerp_native(const at::Tensor& self, const at::Tensor& end, const at::Tensor* weight) {
+    if (!at::isFloatingType(self.scalar_type()) || end.scalar_type() != self.scalar_type()) return false;
+    return weight == nullptr || weight->scalar_type() == self.scalar_type();
+}
+
+at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight, at::Tensor& out) {
+    if (!lerp_native(self, end, nullptr) || weight.isComplex()) {
+        return cpu<ATEN_OP2(lerp, Scalar_out)>(self, end, weight, out);
+    }
+    at::Tensor w = c10::scalar_to_tensor(weight);
+    w.unsafeGetTensorImpl()->set_wrapped_number(true);
+    auto iter = promoting_iter(out, self, end, w);
+    queue_ternary(TernaryOp::kLerp, iter, 0);
+    return out;
+}
+
+at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+    if (!lerp_native(self, end, nullptr)) return cpu<ATEN_OP2(lerp, Scalar)>(self, end, weight);
+    at::Tensor out = at::empty({0}, self.options());
+    return lerp_scalar_out(self, end, weight, out);
+}
+
+at::Tensor& lerp__scalar(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+    return lerp_scalar_out(self, end, weight, self);
+}
+
+at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out) {
+    if (!lerp_native(self, end, &weight)) return cpu<ATEN_OP2(lerp, Tensor_out)>(self, end, weight, out);
+    auto iter = promoting_iter(out, self, end, weight);
+    queue_ternary(TernaryOp::kLerp, iter, 0);
+    return out;
+}
+
+at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+    if (!lerp_native(self, end, &weight)) return cpu<ATEN_OP2(lerp, Tensor)>(self, end, weight);
+    at::Tensor out;
+    auto iter = promoting_iter(out, self, end, weight);
+    queue_ternary(TernaryOp::kLerp, iter, 0);
+    return iter.output();
+}
+
+at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+    return lerp_tensor_out(self, end, weight, self);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("where.self", where_self);
+    m.impl("where.self_out", where_out);
+    m.impl("addcmul", addcmul_fn);
+    m.impl("addcmul_", addcmul__fn);
+    m.impl("addcmul.out", addcmul_out);
+    m.impl("addcdiv", addcdiv_fn);
+    m.impl("addcdiv_", addcdiv__fn);
+    m.impl("addcdiv.out", addcdiv_out);
+    m.impl("lerp.Scalar", lerp_scalar);
+    m.impl("lerp_.Scalar", lerp__scalar);
+    m.impl("lerp.Scalar_out", lerp_scalar_out);
+    m.impl("lerp.Tensor", lerp_tensor);
+    m.impl("lerp_.Tensor", lerp__tensor);
+    m.impl("lerp.Tensor_out", lerp_tensor_out);
+}
+
+}  // namespace ember::torch_glue
