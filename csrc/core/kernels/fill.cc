@@ -37,4 +37,27 @@ Status fill(const TensorView& dst, const Scalar& value, runtime::ThreadPool* poo
     return Status();
 }
 
+Status arange(const TensorView& dst, const Scalar& start, const Scalar& step, runtime::ThreadPool* pool) {
+    if (dst.ndim != 1) return invalid_argument("arange: output must be 1-d");
+    if (is_complex(dst.dtype)) return unimplemented("arange of complex tensors");
+    const int64_t n = dst.sizes[0], stride = dst.strides[0];
+    auto as_double = [](const Scalar& s) { return s.kind == Scalar::Kind::kFloat ? s.f : static_cast<double>(s.i); };
+    auto as_int = [](const Scalar& s) { return s.kind == Scalar::Kind::kFloat ? static_cast<int64_t>(s.f) : s.i; };
+    EMBER_DISPATCH_REAL(dst.dtype, {
+        auto* out = static_cast<scalar_t*>(dst.data);
+        auto body = [&](int64_t b, int64_t e) {
+            if constexpr (std::is_integral_v<scalar_t>) {
+                int64_t s0 = as_int(start), st = as_int(step);
+                for (int64_t i = b; i < e; ++i) out[i * stride] = static_cast<scalar_t>(s0 + i * st);
+            } else {
+                double s0 = as_double(start), st = as_double(step);
+                for (int64_t i = b; i < e; ++i) out[i * stride] = detail::from_double<scalar_t>(s0 + static_cast<double>(i) * st);
+            }
+        };
+        if (pool) pool->parallel_for(n, 65536, body);
+        else body(0, n);
+    });
+    return Status();
+}
+
 }  // namespace ember::kernels

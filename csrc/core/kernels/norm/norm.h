@@ -1,0 +1,59 @@
+// Row-wise normalization kernels over the last dimension: softmax, log_softmax, layer norm,
+// and the negative log-likelihood loss, with the backwards autograd needs.
+//
+// Every tensor is viewed as [rows, cols] (2-d TensorView; rows may have any stride, the last
+// dimension must have stride 1 — the caller makes it so). Inputs may be float32, float64,
+// bfloat16 or float16; arithmetic is done in float (double for float64) as PyTorch's CPU kernels
+// do, and results are stored in the output's dtype. Rows are split across the thread pool.
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "kernels/tensor_view.h"
+#include "runtime/thread_pool.h"
+
+namespace ember::kernels {
+
+// out = softmax(in) (or log_softmax) along the last dimension.
+Status softmax(const TensorView& out, const TensorView& in, bool log, runtime::ThreadPool* pool);
+
+// grad_in = softmax backward: grad_out * out - out * sum(grad_out * out)
+//           log_softmax backward: grad_out - exp(out) * sum(grad_out)
+Status softmax_backward(const TensorView& grad_in, const TensorView& grad_out, const TensorView& out,
+                        bool log, runtime::ThreadPool* pool);
+
+// out = (in - mean) * rstd * weight + bias per row; mean and rstd ([rows], float32 or the
+// input's dtype for float64) are written for the backward (skipped when data == nullptr).
+// weight/bias: [cols] or data == nullptr.
+Status layer_norm(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                  const TensorView& in, const TensorView& weight, const TensorView& bias, double eps,
+                  runtime::ThreadPool* pool);
+
+// Gradients of layer_norm; any output with data == nullptr is skipped.
+// grad_weight/grad_bias are [cols] sums over rows.
+Status layer_norm_backward(const TensorView& grad_in, const TensorView& grad_weight,
+                           const TensorView& grad_bias, const TensorView& grad_out,
+                           const TensorView& in, const TensorView& mean, const TensorView& rstd,
+                           const TensorView& weight, runtime::ThreadPool* pool);
+
+// Negative log-likelihood over log-probabilities `logp` [rows, classes] and int64 `target`
+// [rows]; rows whose target == ignore_index contribute nothing. `weight` is [classes] or
+// data == nullptr. reduction: 0 none (out is [rows]), 1 mean (out is 0-d; divided by the sum of
+// the weights of counted rows), 2 sum. total_weight (0-d) receives that sum.
+// A target outside [0, classes) other than ignore_index is an error (kInvalidArgument
+// naming the value), as PyTorch's "Target N is out of bounds"; targets are checked before
+// anything is written. For reduction none total_weight receives 0, as in PyTorch; it may have
+// data == nullptr (forward only).
+Status nll_loss(const TensorView& out, const TensorView& total_weight, const TensorView& logp,
+                const TensorView& target, const TensorView& weight, int64_t reduction,
+                int64_t ignore_index, runtime::ThreadPool* pool);
+
+// grad_logp[r, target[r]] = -weight[target[r]] * g (g = grad_out[r] for none, grad_out /
+// total_weight for mean, grad_out for sum); every other element 0.
+Status nll_loss_backward(const TensorView& grad_logp, const TensorView& grad_out,
+                         const TensorView& target, const TensorView& weight,
+                         const TensorView& total_weight, int64_t reduction, int64_t ignore_index,
+                         runtime::ThreadPool* pool);
+
+}  // namespace ember::kernels

@@ -1,0 +1,247 @@
+// Indexing and shape ops: cat, index_select (embedding's forward), embedding's backward,
+// tril/triu, cumsum and arange, on core's kernels/index and kernels/fill. Inputs these kernels do
+// not cover take the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "../context.h"
+#include "../fallback.h"
+#include "kernels/fill.h"
+#include "kernels/index/index.h"
+
+namespace ember::torch_glue {
+namespace {
+
+template <class Op, class... Args>
+decltype(auto) cpu(Args&&... args) {
+    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+template <class Op, class... Args>
+decltype(auto) cpu_symint(Args&&... args) {
+    return at::native::call_fallback_fn_symint<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+// `t` seen as [outer, size(dim), inner] (any strides; dims folded only where memory allows,
+// otherwise the caller passes a contiguous tensor).
+kernels::TensorView fold3(const at::Tensor& t, int64_t dim) {
+    at::Tensor c = t.dim() == 0 ? t.reshape({1}) : t;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < dim; ++d) outer *= c.size(d);
+    for (int64_t d = dim + 1; d < c.dim(); ++d) inner *= c.size(d);
+    at::Tensor v = c.view({outer, c.size(dim), inner});
+    return view_of(v);
+}
+
+template <typename F>
+void queue(const at::Tensor& like, const char* name, F&& fn) {
+    c10::DeviceGuard guard(like.device());
+    runtime::Device& dev = tensor_device(like);
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), name, [fn = std::forward<F>(fn), pool] { return fn(pool); });
+}
+
+bool plain_dtype(c10::ScalarType t) { return !at::isComplexType(t) && has_dtype(t); }
+
+// ---- cat --------------------------------------------------------------------------------------
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+    auto list = tensors.materialize();
+    // PyTorch skips legacy empty 1-d tensors (shape [0]) when checking shapes.
+    auto skip = [](const at::Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
+    const at::Tensor* ref = nullptr;
+    for (const at::Tensor& t : list) if (!skip(t)) { ref = &t; break; }
+    bool ok = ref != nullptr && plain_dtype(out.scalar_type());
+    if (ok) {
+        dim = at::maybe_wrap_dim(dim, ref->dim());
+        for (const at::Tensor& t : list) {
+            if (skip(t)) continue;
+            ok = ok && t.dim() == ref->dim() && t.device() == out.device() && plain_dtype(t.scalar_type());
+            for (int64_t d = 0; ok && d < t.dim(); ++d) ok = d == dim || t.size(d) == ref->size(d);
+        }
+    }
+    if (!ok) return cpu<ATEN_OP2(cat, out)>(tensors, dim, out);
+    std::vector<int64_t> shape(ref->sizes().begin(), ref->sizes().end());
+    shape[dim] = 0;
+    for (const at::Tensor& t : list) if (!skip(t)) shape[dim] += t.size(dim);
+    at::native::resize_output(out, shape);
+    int64_t offset = 0;
+    for (const at::Tensor& t : list) {
+        if (skip(t)) continue;
+        if (t.size(dim) > 0) out.narrow(dim, offset, t.size(dim)).copy_(t);
+        offset += t.size(dim);
+    }
+    return out;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+    auto list = tensors.materialize();
+    c10::ScalarType rt = at::native::result_type(tensors);
+    c10::Device device = list.empty() ? c10::Device(c10::kCPU) : list.front().get().device();
+    for (const at::Tensor& t : list) if (t.device().type() == c10::DeviceType::PrivateUse1) device = t.device();
+    at::Tensor out = at::empty({0}, list.empty() ? at::TensorOptions() : list.front().get().options().dtype(rt).device(device));
+    return cat_out(tensors, dim, out);
+}
+
+// ---- index_select and embedding backward ------------------------------------------------------
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+    bool ok = index.scalar_type() == at::kLong && index.dim() <= 1 && index.device() == self.device() &&
+              out.scalar_type() == self.scalar_type() && plain_dtype(self.scalar_type()) && self.dim() > 0;
+    if (!ok) return cpu<ATEN_OP2(index_select, out)>(self, dim, index, out);
+    dim = at::maybe_wrap_dim(dim, self.dim());
+    std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+    at::Tensor idx = index.reshape({-1}).contiguous();
+    shape[dim] = idx.size(0);
+    at::native::resize_output(out, shape);
+    if (out.numel() == 0) return out;
+    at::Tensor src = self.contiguous();
+    at::Tensor dst = out.is_contiguous() ? out : at::empty(shape, out.options());
+    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim), x = view_of(idx);
+    queue(dst, "index_select", [o, i, x, keep = std::make_tuple(src, idx)](runtime::ThreadPool* p) {
+        return kernels::index_select(o, i, x, p);
+    });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+    at::Tensor out = at::empty({0}, self.options());
+    return index_select_out(self, dim, index, out);
+}
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, c10::SymInt num_weights,
+                                    c10::SymInt padding_idx, bool scale_grad_by_freq) {
+    bool ok = !scale_grad_by_freq && indices.scalar_type() == at::kLong && at::isFloatingType(grad.scalar_type());
+    if (!ok) {
+        return cpu_symint<ATEN_OP(embedding_dense_backward)>(grad, indices, num_weights, padding_idx, scale_grad_by_freq);
+    }
+    int64_t rows = num_weights.expect_int();
+    int64_t width = grad.size(-1);
+    at::Tensor idx = indices.reshape({-1}).contiguous();
+    at::Tensor src = grad.contiguous().view({idx.size(0), width});
+    at::Tensor out = at::zeros({rows, width}, grad.options());
+    kernels::TensorView o = view_of(out), s = view_of(src), x = view_of(idx);
+    int64_t skip = padding_idx.expect_int();
+    queue(out, "embedding_dense_backward", [o, s, x, skip, keep = std::make_tuple(src, idx)](runtime::ThreadPool* p) {
+        return kernels::index_add_rows(o, s, x, skip, p);
+    });
+    return out;
+}
+
+// ---- tril / triu ------------------------------------------------------------------------------
+
+at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out, bool lower) {
+    at::native::resize_output(out, self.sizes());
+    if (self.numel() == 0) return out;
+    at::Tensor src = self.contiguous();
+    at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
+    int64_t rows = self.size(-2), cols = self.size(-1);
+    kernels::TensorView o = view_of(dst.view({-1, rows, cols})), i = view_of(src.view({-1, rows, cols}));
+    queue(dst, lower ? "tril" : "triu", [o, i, diagonal, lower, keep = src](runtime::ThreadPool* p) {
+        return kernels::triangle(o, i, diagonal, lower, p);
+    });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+#define EMBER_TRI(name, lower)                                                                          \
+    at::Tensor& name##_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {                \
+        if (self.dim() < 2 || out.scalar_type() != self.scalar_type() || !plain_dtype(self.scalar_type())) \
+            return cpu<ATEN_OP2(name, out)>(self, diagonal, out);                                       \
+        return tri_out(self, diagonal, out, lower);                                                     \
+    }                                                                                                   \
+    at::Tensor name##_fn(const at::Tensor& self, int64_t diagonal) {                                    \
+        if (self.dim() < 2 || !plain_dtype(self.scalar_type())) return cpu<ATEN_OP(name)>(self, diagonal); \
+        at::Tensor out = at::empty({0}, self.options());                                                \
+        return tri_out(self, diagonal, out, lower);                                                     \
+    }                                                                                                   \
+    at::Tensor& name##__fn(at::Tensor& self, int64_t diagonal) {                                        \
+        if (self.dim() < 2 || !plain_dtype(self.scalar_type())) return cpu<ATEN_OP(name##_)>(self, diagonal); \
+        return tri_out(self, diagonal, self, lower);                                                    \
+    }
+
+EMBER_TRI(tril, true)
+EMBER_TRI(triu, false)
+#undef EMBER_TRI
+
+// ---- cumsum -----------------------------------------------------------------------------------
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+    c10::ScalarType rt = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
+    if (!plain_dtype(self.scalar_type()) || out.scalar_type() != rt) {
+        return cpu<ATEN_OP2(cumsum, out)>(self, dim, dtype, out);
+    }
+    dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    at::native::resize_output(out, self.sizes());
+    if (self.numel() == 0) return out;
+    at::Tensor src = self.contiguous();
+    at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
+    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim);
+    queue(dst, "cumsum", [o, i, keep = src](runtime::ThreadPool* p) { return kernels::cumsum(o, i, p); });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+    c10::ScalarType rt = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
+    at::Tensor out = at::empty({0}, self.options().dtype(rt));
+    return cumsum_out(self, dim, dtype, out);
+}
+
+// ---- arange -----------------------------------------------------------------------------------
+
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& out) {
+    if (!plain_dtype(out.scalar_type()) || out.scalar_type() == at::kBool) {
+        return cpu<ATEN_OP2(arange, start_out)>(start, end, step, out);
+    }
+    // PyTorch's size rule and checks, from the CPU implementation's arithmetic.
+    double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+    TORCH_CHECK(st != 0, "step must be nonzero");
+    TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+    TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
+    int64_t size;
+    if (at::isIntegralType(out.scalar_type(), false) && start.isIntegral(false) && end.isIntegral(false) &&
+        step.isIntegral(false)) {
+        int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
+        size = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+    } else {
+        size = static_cast<int64_t>(std::ceil((e - s) / st));
+    }
+    if (out.numel() != size) out.resize_({size});
+    if (size == 0) return out;
+    kernels::Scalar ks, kst;
+    if (start.isFloatingPoint()) { ks.kind = kernels::Scalar::Kind::kFloat; ks.f = s; } else { ks.kind = kernels::Scalar::Kind::kInt; ks.i = start.toLong(); }
+    if (step.isFloatingPoint()) { kst.kind = kernels::Scalar::Kind::kFloat; kst.f = st; } else { kst.kind = kernels::Scalar::Kind::kInt; kst.i = step.toLong(); }
+    at::Tensor dst = out.is_contiguous() ? out : at::empty({size}, out.options());
+    kernels::TensorView o = view_of(dst);
+    queue(dst, "arange", [o, ks, kst](runtime::ThreadPool* p) { return kernels::arange(o, ks, kst, p); });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("cat", cat);
+    m.impl("cat.out", cat_out);
+    m.impl("index_select", index_select);
+    m.impl("index_select.out", index_select_out);
+    m.impl("embedding_dense_backward", embedding_dense_backward);
+    m.impl("tril", tril_fn);
+    m.impl("tril.out", tril_out);
+    m.impl("tril_", tril__fn);
+    m.impl("triu", triu_fn);
+    m.impl("triu.out", triu_out);
+    m.impl("triu_", triu__fn);
+    m.impl("cumsum", cumsum);
+    m.impl("cumsum.out", cumsum_out);
+    m.impl("arange.start_out", arange_out);
+}
+
+}  // namespace ember::torch_glue

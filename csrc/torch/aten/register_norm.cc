@@ -1,0 +1,264 @@
+// Softmax, log_softmax, layer norm and the NLL loss (what cross_entropy decomposes into), with
+// their backwards, on core's row kernels (kernels/norm). Rows are the last dimension of a
+// contiguous tensor; other dims are moved last first. Unusual inputs take the CPU fallback.
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "../context.h"
+#include "../fallback.h"
+#include "kernels/norm/norm.h"
+
+namespace ember::torch_glue {
+namespace {
+
+template <class Op, class... Args>
+decltype(auto) cpu(Args&&... args) {
+    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+// For ops whose schema has SymInt arguments.
+template <class Op, class... Args>
+decltype(auto) cpu_symint(Args&&... args) {
+    return at::native::call_fallback_fn_symint<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+bool float_type(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()); }
+
+// A contiguous tensor as [rows, cols].
+kernels::TensorView rows_view(const at::Tensor& t, int64_t cols) {
+    kernels::TensorView v = view_of(t);
+    int64_t rows = cols == 0 ? 0 : t.numel() / cols;
+    v.ndim = 2;
+    v.sizes[0] = rows;
+    v.sizes[1] = cols;
+    v.strides[0] = cols;
+    v.strides[1] = 1;
+    return v;
+}
+
+// A contiguous [cols] parameter vector, or an empty view (data == nullptr) when absent.
+kernels::TensorView vector_view(const at::Tensor& t, int64_t cols) {
+    if (!t.defined()) return {};
+    kernels::TensorView v = rows_view(t, cols);
+    v.ndim = 1;
+    v.sizes[0] = cols;
+    v.strides[0] = 1;
+    return v;
+}
+
+// A [rows] statistics tensor (mean or rstd).
+kernels::TensorView stats_view(const at::Tensor& t) {
+    kernels::TensorView v = rows_view(t, 1);
+    v.ndim = 1;
+    return v;
+}
+
+template <typename F>
+void queue(const at::Tensor& like, const char* name, F&& fn) {
+    c10::DeviceGuard guard(like.device());
+    runtime::Device& dev = tensor_device(like);
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), name, [fn = std::forward<F>(fn), pool] { return fn(pool); });
+}
+
+// ---- softmax / log_softmax --------------------------------------------------------------------
+
+at::Tensor softmax_impl(const at::Tensor& self, int64_t dim, bool log) {
+    dim = at::maybe_wrap_dim(dim, self.dim());
+    at::Tensor in = (self.dim() == 0 ? self.reshape({1}) : self.movedim(dim, -1)).contiguous();
+    at::Tensor out = at::empty_like(in, at::MemoryFormat::Contiguous);
+    int64_t cols = in.size(-1);
+    if (in.numel() > 0) {
+        kernels::TensorView o = rows_view(out, cols), i = rows_view(in, cols);
+        queue(in, log ? "log_softmax" : "softmax",
+              [o, i, log, keep = in](runtime::ThreadPool* p) { return kernels::softmax(o, i, log, p); });
+    }
+    if (self.dim() == 0) return out.reshape({});
+    return out.movedim(-1, dim).contiguous();
+}
+
+at::Tensor softmax_backward_impl(const at::Tensor& grad, const at::Tensor& output, int64_t dim, bool log) {
+    dim = at::maybe_wrap_dim(dim, output.dim());
+    auto last = [&](const at::Tensor& t) {
+        return (t.dim() == 0 ? t.reshape({1}) : t.movedim(dim, -1)).contiguous();
+    };
+    at::Tensor g = last(grad), o = last(output);
+    at::Tensor gin = at::empty_like(o, at::MemoryFormat::Contiguous);
+    int64_t cols = o.size(-1);
+    if (o.numel() > 0) {
+        kernels::TensorView gi = rows_view(gin, cols), gv = rows_view(g, cols), ov = rows_view(o, cols);
+        queue(o, log ? "log_softmax_backward" : "softmax_backward",
+              [gi, gv, ov, log, k1 = g, k2 = o](runtime::ThreadPool* p) {
+                  return kernels::softmax_backward(gi, gv, ov, log, p);
+              });
+    }
+    if (output.dim() == 0) return gin.reshape({});
+    return gin.movedim(-1, dim).contiguous();
+}
+
+#define EMBER_SOFTMAX(name, is_log)                                                                 \
+    at::Tensor name##_fn(const at::Tensor& self, int64_t dim, bool half_to_float) {                 \
+        if (half_to_float || !float_type(self)) return cpu<ATEN_OP(name)>(self, dim, half_to_float); \
+        return softmax_impl(self, dim, is_log);                                                     \
+    }                                                                                               \
+    at::Tensor& name##_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) { \
+        if (half_to_float || !float_type(self) || out.scalar_type() != self.scalar_type())          \
+            return cpu<ATEN_OP2(name, out)>(self, dim, half_to_float, out);                         \
+        at::Tensor r = softmax_impl(self, dim, is_log);                                             \
+        at::native::resize_output(out, r.sizes());                                                  \
+        return out.copy_(r);                                                                        \
+    }                                                                                               \
+    at::Tensor name##_backward_fn(const at::Tensor& grad, const at::Tensor& output, int64_t dim,   \
+                                  c10::ScalarType input_dtype) {                                    \
+        if (!float_type(output) || grad.scalar_type() != output.scalar_type() ||                   \
+            input_dtype != output.scalar_type())                                                    \
+            return cpu<ATEN_OP(name##_backward_data)>(grad, output, dim, input_dtype);             \
+        return softmax_backward_impl(grad, output, dim, is_log);                                    \
+    }
+
+EMBER_SOFTMAX(_softmax, false)
+EMBER_SOFTMAX(_log_softmax, true)
+#undef EMBER_SOFTMAX
+
+// ---- layer norm -------------------------------------------------------------------------------
+
+// CPU keeps mean/rstd in float when a reduced-precision input has float parameters ("mixed"),
+// otherwise in the input's dtype.
+c10::ScalarType stats_dtype(const at::Tensor& input, const std::optional<at::Tensor>& weight) {
+    bool reduced = input.scalar_type() == at::kBFloat16 || input.scalar_type() == at::kHalf;
+    bool mixed = reduced && weight && weight->defined() && weight->scalar_type() == at::kFloat;
+    return mixed ? at::kFloat : input.scalar_type();
+}
+
+bool params_ok(const at::Tensor& input, const std::optional<at::Tensor>& p) {
+    if (!p || !p->defined()) return true;
+    return p->scalar_type() == input.scalar_type() || p->scalar_type() == at::kFloat;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input, c10::SymIntArrayRef shape_sym,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias, double eps) {
+    at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
+    int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+    bool ok = float_type(input) && axis >= 0 && input.sizes().slice(axis).equals(shape) &&
+              params_ok(input, weight) && params_ok(input, bias) && input.numel() > 0;
+    if (!ok) return cpu_symint<ATEN_OP(native_layer_norm)>(input, shape_sym, weight, bias, eps);
+    int64_t cols = c10::multiply_integers(shape);
+    at::Tensor x = input.contiguous();
+    at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+    std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+    stat_shape.resize(input.dim(), 1);
+    at::Tensor mean = at::empty(stat_shape, x.options().dtype(stats_dtype(input, weight)));
+    at::Tensor rstd = at::empty(stat_shape, mean.options());
+    at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
+    at::Tensor bk = bias && bias->defined() ? bias->contiguous() : at::Tensor();
+    kernels::TensorView o = rows_view(out, cols), xv = rows_view(x, cols);
+    kernels::TensorView mv = stats_view(mean), rv = stats_view(rstd);
+    kernels::TensorView wv = vector_view(wk, cols), bv = vector_view(bk, cols);
+    queue(x, "layer_norm", [o, mv, rv, xv, wv, bv, eps, keep = std::make_tuple(x, wk, bk)](runtime::ThreadPool* p) {
+        return kernels::layer_norm(o, mv, rv, xv, wv, bv, eps, p);
+    });
+    return {out, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef shape_sym, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> mask) {
+    at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
+    bool ok = float_type(input) && grad_out.scalar_type() == input.scalar_type() && input.numel() > 0 &&
+              params_ok(input, weight) && params_ok(input, bias);
+    if (!ok) {
+        return cpu_symint<ATEN_OP(native_layer_norm_backward)>(grad_out, input, shape_sym, mean, rstd, weight, bias, mask);
+    }
+    int64_t cols = c10::multiply_integers(shape);
+    at::Tensor x = input.contiguous(), g = grad_out.contiguous();
+    at::Tensor mc = mean.contiguous(), rc = rstd.contiguous();
+    at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
+    at::Tensor gi = mask[0] ? at::empty_like(x, at::MemoryFormat::Contiguous) : at::Tensor();
+    at::Tensor gw = mask[1] && wk.defined() ? at::empty_like(wk) : at::Tensor();
+    at::Tensor gb = mask[2] && bias && bias->defined() ? at::empty_like(bias->contiguous()) : at::Tensor();
+    kernels::TensorView giv = gi.defined() ? rows_view(gi, cols) : kernels::TensorView{};
+    kernels::TensorView gwv = vector_view(gw, cols), gbv = vector_view(gb, cols), wv = vector_view(wk, cols);
+    kernels::TensorView gv = rows_view(g, cols), xv = rows_view(x, cols);
+    kernels::TensorView mv = stats_view(mc), rv = stats_view(rc);
+    queue(x, "layer_norm_backward",
+          [giv, gwv, gbv, gv, xv, mv, rv, wv, keep = std::make_tuple(x, g, mc, rc, wk)](runtime::ThreadPool* p) {
+              return kernels::layer_norm_backward(giv, gwv, gbv, gv, xv, mv, rv, wv, p);
+          });
+    return {gi, gw, gb};
+}
+
+// ---- nll_loss ---------------------------------------------------------------------------------
+
+bool nll_ok(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
+    bool w_ok = !weight || !weight->defined() || weight->scalar_type() == self.scalar_type();
+    return float_type(self) && target.scalar_type() == at::kLong && (self.dim() == 1 || self.dim() == 2) &&
+           target.dim() == self.dim() - 1 && (self.dim() == 1 || target.size(0) == self.size(0)) && w_ok &&
+           self.size(-1) > 0;
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    c10::SymInt ignore_index) {
+    if (!nll_ok(self, target, weight)) {
+        return cpu_symint<ATEN_OP(nll_loss_forward)>(self, target, weight, reduction, ignore_index);
+    }
+    int64_t classes = self.size(-1);
+    at::Tensor logp = self.contiguous(), t = target.contiguous().reshape({-1});
+    int64_t rows = t.size(0);
+    bool per_row = reduction == at::Reduction::None && self.dim() == 2;
+    at::Tensor out = per_row ? at::empty({rows}, self.options()) : at::empty({}, self.options());
+    at::Tensor total = at::empty({}, self.options());
+    at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
+    kernels::TensorView lv = rows_view(logp, classes), tv = view_of(t), ov = view_of(out), totv = view_of(total);
+    kernels::TensorView wv = wk.defined() ? view_of(wk) : kernels::TensorView{};
+    int64_t red = per_row ? 0 : (reduction == at::Reduction::None ? 2 : reduction);
+    int64_t ignore = ignore_index.expect_int();
+    queue(logp, "nll_loss", [ov, totv, lv, tv, wv, red, ignore, keep = std::make_tuple(logp, t, wk)](runtime::ThreadPool* p) {
+        return kernels::nll_loss(ov, totv, lv, tv, wv, red, ignore, p);
+    });
+    return {out, total};
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                             const at::Tensor& total_weight) {
+    if (!nll_ok(self, target, weight) || grad_output.scalar_type() != self.scalar_type()) {
+        return cpu_symint<ATEN_OP(nll_loss_backward)>(grad_output, self, target, weight, reduction, ignore_index, total_weight);
+    }
+    int64_t classes = self.size(-1);
+    at::Tensor t = target.contiguous().reshape({-1});
+    at::Tensor grad = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor go = grad_output.contiguous(), tw = total_weight.contiguous();
+    at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
+    bool per_row = reduction == at::Reduction::None && self.dim() == 2;
+    kernels::TensorView gv = rows_view(grad, classes), gov = view_of(go), tv = view_of(t), twv = view_of(tw);
+    kernels::TensorView wv = wk.defined() ? view_of(wk) : kernels::TensorView{};
+    int64_t red = per_row ? 0 : (reduction == at::Reduction::None ? 2 : reduction);
+    int64_t ignore = ignore_index.expect_int();
+    queue(grad, "nll_loss_backward", [gv, gov, tv, wv, twv, red, ignore, keep = std::make_tuple(go, t, tw, wk)](runtime::ThreadPool* p) {
+        return kernels::nll_loss_backward(gv, gov, tv, wv, twv, red, ignore, p);
+    });
+    return grad;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_softmax", _softmax_fn);
+    m.impl("_softmax.out", _softmax_out);
+    m.impl("_softmax_backward_data", _softmax_backward_fn);
+    m.impl("_log_softmax", _log_softmax_fn);
+    m.impl("_log_softmax.out", _log_softmax_out);
+    m.impl("_log_softmax_backward_data", _log_softmax_backward_fn);
+    m.impl("native_layer_norm", layer_norm);
+    m.impl("native_layer_norm_backward", layer_norm_backward);
+    m.impl("nll_loss_forward", nll_loss_forward);
+    m.impl("nll_loss_backward", nll_loss_backward);
+}
+
+}  // namespace ember::torch_glue

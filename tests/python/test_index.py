@@ -1,0 +1,96 @@
+"""Native cat, index_select, embedding (forward and backward), tril/triu, cumsum and arange
+match PyTorch CPU."""
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_ember
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool]
+
+
+def sample(shape, dtype, seed=0):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 3
+    return (x > 0) if dtype == torch.bool else x.to(dtype)
+
+
+def same_outcome(fn, *args):
+    to_e = lambda a: a.to("ember") if isinstance(a, torch.Tensor) else a
+    try:
+        expected = fn(*args)
+    except Exception as err:
+        # Bounds checks run on the device, as on CUDA: a RuntimeError at the next synchronizing call.
+        with pytest.raises((type(err), RuntimeError)):
+            fn(*map(to_e, args))
+            torch.ember.synchronize()
+        return
+    got = fn(*map(to_e, args))
+    assert got.device.type == "ember" and got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.fixture
+def native_only():
+    torch_ember.reset_fallback_stats()
+    yield
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cat(dtype, native_only):
+    x, y = sample((3, 4, 5), dtype), sample((3, 2, 5), dtype, 1)
+    same_outcome(lambda a, b: torch.cat([a, b], 1), x, y)
+    same_outcome(lambda a: torch.cat([a, a, a], 0), x)
+    same_outcome(lambda a: torch.cat([a, a.transpose(0, 1).transpose(0, 1)], -1), x)
+    same_outcome(lambda a: torch.cat([a, torch.empty(0, dtype=a.dtype, device=a.device)], 0), x)
+    same_outcome(lambda a, b: torch.cat([a, b.double()], 1), x, y)  # promotes like CPU
+
+
+def test_cat_errors_match_cpu():
+    same_outcome(lambda a, b: torch.cat([a, b], 0), torch.ones(2, 3), torch.ones(2, 4))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_index_select(dtype):
+    x = sample((3, 4, 5), dtype)
+    same_outcome(lambda a, i: a.index_select(1, i), x, torch.tensor([3, 0, 0, 2]))
+    same_outcome(lambda a, i: a.index_select(-1, i), x, torch.tensor([4]))
+    same_outcome(lambda a, i: a.index_select(0, i), x, torch.tensor([5]))   # out of range
+    same_outcome(lambda a, i: a.index_select(0, i), x, torch.tensor([-1]))  # CPU refuses negatives
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("padding_idx", [None, 1])
+def test_embedding_forward_backward(dtype, padding_idx, native_only):
+    w = sample((10, 6), dtype)
+    idx = torch.tensor([[1, 2, 1], [9, 0, 1]])
+
+    def run(weight, indices):
+        weight = weight.detach().requires_grad_()
+        y = F.embedding(indices, weight, padding_idx=padding_idx)
+        g = torch.ones_like(y) * torch.arange(6, dtype=y.dtype, device=y.device)
+        return torch.cat([y.detach().reshape(-1, 6), torch.autograd.grad(y, weight, g)[0]])
+
+    same_outcome(run, w, idx)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tril_triu(dtype, native_only):
+    x = sample((3, 4, 5), dtype)
+    for fn in (lambda a: a.tril(), lambda a: a.triu(1), lambda a: torch.tril(a, -2),
+               lambda a: a.clone().tril_(1), lambda a: a.transpose(1, 2).triu(-1)):
+        same_outcome(fn, x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cumsum(dtype, native_only):
+    x = sample((3, 4, 5), dtype)
+    same_outcome(lambda a: a.cumsum(1), x)
+    same_outcome(lambda a: a.cumsum(0), x)
+    same_outcome(lambda a: torch.cumsum(a, -1, dtype=torch.float64), x)
+
+
+@pytest.mark.parametrize("args", [(10,), (2, 11, 3), (0, 1, 0.1), (-5, 5, 0.7), (5, -5, -1)])
+@pytest.mark.parametrize("dtype", [None, torch.float64, torch.int32])
+def test_arange(args, dtype, native_only):
+    torch.testing.assert_close(torch.arange(*args, dtype=dtype, device="ember").cpu(),
+                               torch.arange(*args, dtype=dtype))

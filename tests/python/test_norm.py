@@ -1,0 +1,111 @@
+"""Native softmax, log_softmax, layer_norm and NLL / cross-entropy (forward and backward) match
+PyTorch CPU. float32/float64 to default tolerances; bfloat16/float16 to a few units in their last
+place, since CPU rounds some intermediates to the low-precision type and ember keeps them in float."""
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_ember
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+TOL = {torch.bfloat16: dict(rtol=3e-2, atol=1e-2), torch.float16: dict(rtol=5e-3, atol=2e-3)}
+
+
+def check(fn, *args, dtype=torch.float32):
+    expected = fn(*args)
+    got = fn(*[a.to("ember") if isinstance(a, torch.Tensor) else a for a in args])
+    if not isinstance(expected, (tuple, list)):
+        expected, got = (expected,), (got,)
+    for g, e in zip(got, expected):
+        assert g.device.type == "ember" and g.dtype == e.dtype
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True, **TOL.get(dtype, {}))
+
+
+@pytest.fixture
+def native_only():
+    torch_ember.reset_fallback_stats()
+    yield
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+def grads(fn, *tensors, seed=0):
+    leaves = [t.detach().requires_grad_() for t in tensors]
+    y = fn(*leaves)
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(seed)).to(y.dtype).to(y.device)
+    return torch.autograd.grad(y, leaves, g)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_forward_backward(dtype, dim, log, native_only):
+    f = torch.log_softmax if log else torch.softmax
+    x = (torch.randn(3, 4, 17, generator=torch.Generator().manual_seed(1)) * 5).to(dtype)
+    check(lambda t: f(t, dim), x, dtype=dtype)
+    check(lambda t: grads(lambda u: f(u, dim), t), x, dtype=dtype)
+
+
+def test_softmax_extremes(native_only):
+    x = torch.tensor([[1000.0, 0.0, -1000.0], [float("-inf"), 0.0, 1.0], [float("-inf")] * 3])
+    check(lambda t: torch.softmax(t, -1), x)
+    check(lambda t: torch.log_softmax(t, -1), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_forward_backward(dtype, affine, native_only):
+    gen = torch.Generator().manual_seed(2)
+    x = (torch.randn(5, 3, 16, generator=gen) * 3 + 1).to(dtype)
+    w = torch.randn(16, generator=gen).to(dtype)
+    b = torch.randn(16, generator=gen).to(dtype)
+    if affine:
+        check(lambda t, w_, b_: F.layer_norm(t, (16,), w_, b_), x, w, b, dtype=dtype)
+        check(lambda t, w_, b_: grads(lambda u, v, c: F.layer_norm(u, (16,), v, c), t, w_, b_), x, w, b,
+              dtype=dtype)
+    else:
+        check(lambda t: F.layer_norm(t, (3, 16)), x, dtype=dtype)
+        check(lambda t: grads(lambda u: F.layer_norm(u, (3, 16)), t), x, dtype=dtype)
+
+
+def test_layer_norm_module_training(native_only):
+    ln = torch.nn.LayerNorm(32)
+    ln_e = torch.nn.LayerNorm(32).to("ember")
+    ln_e.load_state_dict(ln.state_dict())
+    x = torch.randn(4, 7, 32)
+    ln(x).pow(2).sum().backward()
+    ln_e(x.to("ember")).pow(2).sum().backward()
+    torch.testing.assert_close(ln_e.weight.grad.cpu(), ln.weight.grad)
+    torch.testing.assert_close(ln_e.bias.grad.cpu(), ln.bias.grad)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_and_cross_entropy(dtype, reduction):
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(6, 10, generator=gen).to(dtype)
+    target = torch.tensor([1, 0, 9, -100, 3, 3])
+    weight = torch.rand(10, generator=gen).to(dtype)
+    check(lambda l, t: F.cross_entropy(l, t, reduction=reduction), logits, target, dtype=dtype)
+    check(lambda l, t: F.cross_entropy(l, t, reduction=reduction, label_smoothing=0.1), logits, target,
+          dtype=dtype)
+    check(lambda l, t, w: F.nll_loss(l.log_softmax(-1), t, weight=w, reduction=reduction), logits, target,
+          weight, dtype=dtype)
+    check(lambda l, t: grads(lambda u: F.cross_entropy(u, t, reduction=reduction), l), logits, target,
+          dtype=dtype)
+    check(lambda l, t: F.nll_loss(l.log_softmax(-1), t, ignore_index=3, reduction=reduction), logits[0],
+          target[0], dtype=dtype)
+
+
+def test_all_ignored_mean_is_nan_like_cpu():
+    logits = torch.randn(3, 4)
+    target = torch.full((3,), -100)
+    check(lambda l, t: F.cross_entropy(l, t), logits, target)
+
+
+def test_out_of_range_target_is_a_device_error():
+    # As on CUDA, the bounds check runs in the kernel: it surfaces at the next synchronizing call.
+    logits = torch.randn(2, 5, device="ember")
+    with pytest.raises(RuntimeError, match="nll_loss.*Target 7 is out of bounds"):
+        F.cross_entropy(logits, torch.tensor([1, 7], device="ember"))
+        torch.ember.synchronize()
+    torch.ember.synchronize()  # reported once; the device works again
+    check(lambda l: F.cross_entropy(l, torch.tensor([1, 2])), logits.cpu())
