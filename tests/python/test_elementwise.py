@@ -190,3 +190,19 @@ def test_optimizer_step_is_native(native_only):
 
     for got, expected in zip(run("ember"), run("cpu")):
         torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.uint8])
+@pytest.mark.parametrize("bounds", [(0, None), (None, 2), (-1, 1), (2, -2), (0.5, None), (float("nan"), None)])
+def test_clamp(dtype, bounds):
+    lo, hi = bounds
+    x = sample((20,), dtype)
+    same_outcome(lambda t: torch.clamp(t, lo, hi), x)
+    same_outcome(lambda t: t.clone().clamp_(lo, hi), x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_isinf_family(dtype, native_only):
+    y = torch.tensor([1.0, float("inf"), -float("inf"), float("nan")]).to(dtype)
+    same_outcome(torch.isneginf, y)
+    same_outcome(torch.isposinf, y)

@@ -8,6 +8,8 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <limits>
+
 #include "../fallback.h"
 #include "elementwise_iter.h"
 
@@ -277,9 +279,73 @@ at::Tensor& relu__fn(at::Tensor& self) {
     return self;
 }
 
+// ---- isposinf / isneginf and clamp, composed from the kernels above ------------------------
+
+#define EMBER_IS_INF(name, value)                                                         \
+    at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                      \
+        if (!at::isFloatingType(self.scalar_type()) || out.scalar_type() != at::kBool)    \
+            return cpu<ATEN_OP2(name, out)>(self, out);                                    \
+        return eq_tensor_out(self, scalar_tensor(value), out);                             \
+    }                                                                                      \
+    at::Tensor name##_fn(const at::Tensor& self) {                                         \
+        if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(name)>(self);     \
+        return eq_tensor(self, scalar_tensor(value));                                      \
+    }
+
+EMBER_IS_INF(isposinf, std::numeric_limits<double>::infinity())
+EMBER_IS_INF(isneginf, -std::numeric_limits<double>::infinity())
+#undef EMBER_IS_INF
+
+// clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN in x or a bound propagates, and lo > hi
+// gives hi, both as in PyTorch.
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
+                      const std::optional<c10::Scalar>& max, at::Tensor& out) {
+    at::ScalarType rt = self.scalar_type();
+    if (min) rt = at::result_type(scalar_tensor(*min), at::empty({0}, self.options().dtype(rt)));
+    if (max) rt = at::result_type(scalar_tensor(*max), at::empty({0}, self.options().dtype(rt)));
+    bool ok = (min || max) && rt == self.scalar_type() && out.scalar_type() == rt && rt != at::kBool &&
+              !at::isComplexType(rt) && (!min || !min->isComplex()) && (!max || !max->isComplex());
+    if (!ok) return cpu<ATEN_OP2(clamp, out)>(self, min, max, out);
+    // As CPU does, the bounds are first converted to the tensor's dtype (wrapping for integers).
+    auto bound = [&](const c10::Scalar& v) {
+        at::Tensor t = c10::scalar_to_tensor(v).to(rt);
+        t.unsafeGetTensorImpl()->set_wrapped_number(true);
+        return t;
+    };
+    const at::Tensor* src = &self;
+    if (min) {
+        maximum_out(*src, bound(*min), out);
+        src = &out;
+    }
+    if (max) minimum_out(*src, bound(*max), out);
+    return out;
+}
+
+at::Tensor clamp_fn(const at::Tensor& self, const std::optional<c10::Scalar>& min,
+                    const std::optional<c10::Scalar>& max) {
+    at::Tensor out = at::empty({0}, self.options());
+    at::ScalarType rt = self.scalar_type();
+    if (min) rt = at::result_type(scalar_tensor(*min), at::empty({0}, self.options().dtype(rt)));
+    if (max) rt = at::result_type(scalar_tensor(*max), at::empty({0}, self.options().dtype(rt)));
+    if (rt != self.scalar_type()) return cpu<ATEN_OP(clamp)>(self, min, max);
+    return clamp_out(self, min, max, out);
+}
+
+at::Tensor& clamp__fn(at::Tensor& self, const std::optional<c10::Scalar>& min,
+                      const std::optional<c10::Scalar>& max) {
+    return clamp_out(self, min, max, self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("isposinf", isposinf_fn);
+    m.impl("isposinf.out", isposinf_out);
+    m.impl("isneginf", isneginf_fn);
+    m.impl("isneginf.out", isneginf_out);
+    m.impl("clamp", clamp_fn);
+    m.impl("clamp.out", clamp_out);
+    m.impl("clamp_", clamp__fn);
     m.impl("add.Tensor", add_tensor);
     m.impl("add_.Tensor", add__tensor);
     m.impl("add.out", add_out);
