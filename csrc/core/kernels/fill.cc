@@ -21,19 +21,21 @@ Status fill(const TensorView& dst, const Scalar& value, runtime::ThreadPool* poo
         }
         std::memcpy(pattern, &v, sizeof(v));
     });
-    int64_t esize = element_size(dst.dtype);
     const TensorView* ops[1] = {&dst};
     detail::Loop loop = detail::make_loop(ops, 1);
-    detail::for_each_row(loop, static_cast<char*>(dst.data), nullptr, pool,
-                         [&](char* d, char*, int64_t n, int64_t ds, int64_t) {
-                             bool zero = true;
-                             for (int64_t k = 0; k < esize; ++k) zero = zero && pattern[k] == 0;
-                             if (zero && ds == esize) {
-                                 std::memset(d, 0, static_cast<size_t>(n * esize));
-                                 return;
-                             }
-                             for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds, pattern, esize);
-                         });
+    EMBER_DISPATCH_REAL(dst.dtype, {
+        scalar_t v;
+        std::memcpy(&v, pattern, sizeof(v));
+        detail::for_each_row(loop, static_cast<char*>(dst.data), nullptr, pool,
+                             [v](char* d, char*, int64_t n, int64_t ds, int64_t) {
+                                 auto* out = reinterpret_cast<scalar_t*>(d);
+                                 if (ds == static_cast<int64_t>(sizeof(scalar_t))) {
+                                     for (int64_t i = 0; i < n; ++i) out[i] = v;
+                                 } else {
+                                     for (int64_t i = 0; i < n; ++i) *reinterpret_cast<scalar_t*>(d + i * ds) = v;
+                                 }
+                             });
+    });
     return Status();
 }
 
@@ -54,7 +56,7 @@ Status arange(const TensorView& dst, const Scalar& start, const Scalar& step, ru
                 for (int64_t i = b; i < e; ++i) out[i * stride] = detail::from_double<scalar_t>(s0 + static_cast<double>(i) * st);
             }
         };
-        if (pool) pool->parallel_for(n, 65536, body);
+        if (pool) pool->parallel_for(n, runtime::kParallelGrain, body);
         else body(0, n);
     });
     return Status();

@@ -64,14 +64,14 @@ void for_each_row(const Loop& loop, char* base0, char* base1, runtime::ThreadPoo
                   end - begin, loop.strides[0][0], loop.strides[1][0]);
         };
         if (pool != nullptr) {
-            pool->parallel_for(inner_n, 65536, chunk);
+            pool->parallel_for(inner_n, runtime::kParallelGrain, chunk);
         } else {
             chunk(0, inner_n);
         }
         return;
     }
     int64_t rows = inner_n == 0 ? 0 : loop.numel() / inner_n;
-    int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, inner_n));
+    int64_t grain = std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, inner_n));
     auto body = [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
             int64_t rem = r;

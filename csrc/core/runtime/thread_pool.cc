@@ -9,7 +9,7 @@ thread_local bool t_inside_pool = false;
 
 ThreadPool::ThreadPool(int num_threads) {
     for (int i = 1; i < std::max(1, num_threads); ++i) {
-        workers_.emplace_back([this] { worker_loop(); });
+        workers_.emplace_back([this, i] { worker_loop(i); });
     }
 }
 
@@ -22,22 +22,22 @@ ThreadPool::~ThreadPool() {
     for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
-    for (;;) {
-        int64_t begin;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (fn_ == nullptr || next_ >= n_) return;
-            begin = next_;
-            next_ = std::min(n_, next_ + chunk_);
-        }
-        (*fn_)(begin, std::min(n_, begin + chunk_));
+void ThreadPool::run_chunk(int id) {
+    const std::function<void(int64_t, int64_t)>* fn;
+    int64_t begin, end;
+    {
         std::lock_guard<std::mutex> lock(mu_);
-        if (--pending_chunks_ == 0) done_cv_.notify_all();
+        if (fn_ == nullptr || id >= chunks_) return;
+        fn = fn_;
+        begin = id * chunk_;
+        end = std::min(n_, begin + chunk_);
     }
+    if (begin < end) (*fn)(begin, end);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_chunks_ == 0) done_cv_.notify_all();
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int id) {
     t_inside_pool = true;
     uint64_t seen = 0;
     for (;;) {
@@ -47,7 +47,7 @@ void ThreadPool::worker_loop() {
             if (stop_) return;
             seen = generation_;
         }
-        run_chunks();
+        run_chunk(id);
     }
 }
 
@@ -67,13 +67,13 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
         fn_ = &fn;
         n_ = n;
         chunk_ = (n + chunks - 1) / chunks;
-        next_ = 0;
-        pending_chunks_ = (n + chunk_ - 1) / chunk_;
+        chunks_ = chunks;
+        pending_chunks_ = chunks;
         ++generation_;
     }
     work_cv_.notify_all();
     t_inside_pool = true;
-    run_chunks();
+    run_chunk(0);
     t_inside_pool = false;
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return pending_chunks_ == 0; });

@@ -62,6 +62,11 @@ bool integer_op(BinaryOp op) { return op != BinaryOp::kDiv && op != BinaryOp::kP
 template <typename C, typename F>
 void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
     detail::for_each_row(loop, pool, [&](char** p, const int64_t* s, int64_t n) {
+        if (detail::direct_row<C>(loop, s)) {
+            compute(reinterpret_cast<C*>(p[0]), reinterpret_cast<const C*>(p[1]),
+                    reinterpret_cast<const C*>(p[2]), n);
+            return;
+        }
         alignas(64) C a[detail::kBlock], b[detail::kBlock], out[detail::kBlock];
         for (int64_t j = 0; j < n; j += detail::kBlock) {
             int64_t m = std::min(detail::kBlock, n - j);

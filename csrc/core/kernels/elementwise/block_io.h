@@ -44,6 +44,23 @@ void store_block(char* p, int64_t stride, DType dt, const C* buf, int64_t n) {
     });
 }
 
+template <typename C>
+constexpr DType dtype_of() {
+    if constexpr (std::is_same_v<C, float>) return DType::kFloat32;
+    else if constexpr (std::is_same_v<C, double>) return DType::kFloat64;
+    else return DType::kInt64;
+}
+
+// Whether a row can be computed in place of the blocks: every operand already holds the compute
+// type, contiguously. Then the compute loop reads and writes tensor memory directly.
+template <typename C>
+bool direct_row(const ElementwiseLoop& loop, const int64_t* strides) {
+    for (int k = 0; k < loop.nops; ++k) {
+        if (loop.dtype[k] != dtype_of<C>() || strides[k] != static_cast<int64_t>(sizeof(C))) return false;
+    }
+    return true;
+}
+
 // Calls row(ptrs, strides_of_last_dim, n) for every stretch of the last dimension, splitting
 // the work over the pool.
 template <typename Row>
@@ -70,15 +87,15 @@ void for_each_row(const ElementwiseLoop& loop, runtime::ThreadPool* pool, Row&& 
         }
     };
     const int64_t total = rows * inner;
-    if (pool == nullptr || total < 32768) {
+    if (pool == nullptr || total < 2 * runtime::kParallelGrain) {
         run_rows(0, rows, 0, inner);
     } else if (rows >= pool->num_threads() * 4) {
-        int64_t grain = std::max<int64_t>(1, 32768 / inner);
+        int64_t grain = std::max<int64_t>(1, runtime::kParallelGrain / inner);
         pool->parallel_for(rows, grain, [&](int64_t b, int64_t e) { run_rows(b, e, 0, inner); });
     } else {
         // Few long rows: split each row's columns instead.
         for (int64_t r = 0; r < rows; ++r) {
-            pool->parallel_for(inner, 16384, [&](int64_t b, int64_t e) { run_rows(r, r + 1, b, e); });
+            pool->parallel_for(inner, runtime::kParallelGrain, [&](int64_t b, int64_t e) { run_rows(r, r + 1, b, e); });
         }
     }
 }

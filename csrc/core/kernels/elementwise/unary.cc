@@ -3,9 +3,16 @@
 #include "kernels/elementwise/block_io.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/simd.h"
+#include "kernels/vec_math.h"
 
 namespace ember::kernels {
 namespace {
+
+// exp and tanh: the vectorizable float versions, <cmath> for double.
+inline float ex(float x) { return vmath::exp(x); }
+inline double ex(double x) { return std::exp(x); }
+inline float th(float x) { return vmath::tanh(x); }
+inline double th(double x) { return std::tanh(x); }
 
 // One body for float and double: the math is the same, the precision follows the type.
 #define EMBER_UNARY_BODY(T)                                                        \
@@ -13,16 +20,16 @@ namespace {
         case UnaryOp::kNeg: for (int64_t i = 0; i < n; ++i) y[i] = -x[i]; break;  \
         case UnaryOp::kAbs: for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); break; \
         case UnaryOp::kReciprocal: for (int64_t i = 0; i < n; ++i) y[i] = T(1) / x[i]; break; \
-        case UnaryOp::kExp: for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]); break; \
+        case UnaryOp::kExp: for (int64_t i = 0; i < n; ++i) y[i] = ex(x[i]); break; \
         case UnaryOp::kLog: for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]); break; \
         case UnaryOp::kSqrt: for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]); break; \
         case UnaryOp::kRsqrt: for (int64_t i = 0; i < n; ++i) y[i] = T(1) / std::sqrt(x[i]); break; \
         case UnaryOp::kSigmoid:                                                    \
-            for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-x[i])); \
+            for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + ex(-x[i])); \
             break;                                                                 \
-        case UnaryOp::kTanh: for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]); break; \
+        case UnaryOp::kTanh: for (int64_t i = 0; i < n; ++i) y[i] = th(x[i]); break; \
         case UnaryOp::kSilu:                                                       \
-            for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (T(1) + std::exp(-x[i])); \
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (T(1) + ex(-x[i])); \
             break;                                                                 \
         /* x < 0 is false for NaN, so NaN propagates as in torch.relu */          \
         case UnaryOp::kRelu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i]; break; \
@@ -50,6 +57,10 @@ bool integer_op(UnaryOp op) {
 template <typename C, typename F>
 void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
     detail::for_each_row(loop, pool, [&](char** p, const int64_t* s, int64_t n) {
+        if (detail::direct_row<C>(loop, s)) {
+            compute(reinterpret_cast<C*>(p[0]), reinterpret_cast<const C*>(p[1]), n);
+            return;
+        }
         alignas(64) C in[detail::kBlock], out[detail::kBlock];
         for (int64_t j = 0; j < n; j += detail::kBlock) {
             int64_t m = std::min(detail::kBlock, n - j);

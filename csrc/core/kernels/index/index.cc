@@ -49,7 +49,7 @@ Status index_select(const TensorView& out, const TensorView& in, const TensorVie
             }
         }
     };
-    if (pool) pool->parallel_for(outer * n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, inner)), body);
+    if (pool) pool->parallel_for(outer * n, std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, inner)), body);
     else body(0, outer * n);
     return Status();
 }
@@ -82,7 +82,7 @@ Status index_add_rows(const TensorView& out, const TensorView& src, const Tensor
                 }
             }
         };
-        if (pool) pool->parallel_for(inner, 64, body);
+        if (pool) pool->parallel_for(inner, std::max<int64_t>(64, runtime::kParallelGrain / std::max<int64_t>(1, n)), body);
         else body(0, inner);
     });
     return Status();
@@ -106,7 +106,7 @@ Status triangle(const TensorView& out, const TensorView& in, int64_t diagonal, b
             }
         }
     };
-    if (pool) pool->parallel_for(batch * rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), body);
+    if (pool) pool->parallel_for(batch * rows, std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, cols)), body);
     else body(0, batch * rows);
     return Status();
 }
@@ -129,7 +129,7 @@ Status cumsum(const TensorView& out, const TensorView& in, runtime::ThreadPool* 
                 }
             }
         };
-        if (pool) pool->parallel_for(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n)), body);
+        if (pool) pool->parallel_for(outer * inner, std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, n)), body);
         else body(0, outer * inner);
     });
     return Status();

@@ -111,7 +111,7 @@ void run_backward(const TensorView& grad_in, const TensorView& grad_weight,
     const std::vector<C> w = load_vector<C>(weight, cols, C(1));
 
     int64_t blocks = 1;
-    if (pool != nullptr && rows * cols >= 32768) {
+    if (pool != nullptr && rows * cols >= runtime::kParallelGrain) {
         // Bounds the partial sums to about 64 MiB when rows are very long.
         const int64_t by_memory = std::max<int64_t>(1, (int64_t{64} << 20) / (16 * std::max<int64_t>(1, cols)));
         blocks = std::min<int64_t>({pool->num_threads(), rows, by_memory});

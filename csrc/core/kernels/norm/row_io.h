@@ -138,7 +138,7 @@ inline Status check_scalar(const char* op, const char* name, const TensorView& v
 template <typename F>
 void parallel_rows(runtime::ThreadPool* pool, int64_t rows, int64_t cols, const F& fn) {
     if (rows <= 0) return;
-    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, cols));
+    const int64_t grain = std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, cols));
     if (pool == nullptr || rows <= grain) {
         fn(0, rows);
         return;

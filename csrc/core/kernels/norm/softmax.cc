@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/elementwise/simd.h"
+#include "kernels/vec_math.h"
 #include "kernels/norm/norm.h"
 #include "kernels/norm/row_io.h"
 
@@ -12,30 +13,9 @@ namespace {
 
 using namespace detail::norm;
 
-// exp over float without a library call, so the loops that use it vectorize in the AVX2 and
-// AVX-512 clones; a call to std::exp keeps them scalar, and exp is most of softmax's time.
-// Cephes' expf, 2^n * p(r) with |r| <= ln2/2: within 1.01 ulp of the exact value over the whole
-// float range (measured on a sweep against double exp; PyTorch's vectorized exp promises 1 ulp).
-// Clamping first keeps the integer conversion defined, NaN included; two power-of-two factors
-// reach the subnormal results; -inf gives exactly 0 and +inf gives inf. double keeps std::exp.
-EMBER_NORM_INLINE float pow2i(int32_t k) { return bits_to_float(static_cast<uint32_t>(k + 127) << 23); }
-
-EMBER_NORM_INLINE float exp_(float x) {
-    float c = x > -110.f ? x : -110.f;  // NaN takes the clamp too; it is restored at the end
-    c = c < 89.f ? c : 89.f;
-    const float fn = (c * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to integer
-    const int32_t n = static_cast<int32_t>(fn);
-    const float r = (c - fn * 0.693359375f) - fn * -2.12194440e-4f;  // ln2 split for exactness
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.f;
-    const float y = p * pow2i(n >> 1) * pow2i(n - (n >> 1));
-    return x != x ? x : y;
-}
+// exp over float from vec_math.h, so the loops that use it vectorize; exp is most of softmax's
+// time. double keeps std::exp.
+EMBER_NORM_INLINE float exp_(float x) { return vmath::exp(x); }
 inline double exp_(double x) { return std::exp(x); }
 
 // NaN needs no special care here: a NaN element makes its exp term, and so the row's sum and

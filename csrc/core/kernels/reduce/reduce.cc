@@ -7,9 +7,53 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/elementwise/simd.h"
 
 namespace ember::kernels {
 namespace {
+
+// Contiguous float/double sums in double, with independent lanes so the loop vectorizes.
+EMBER_SIMD_CLONES double contiguous_sum_f32(const float* p, int64_t n) {
+    double acc[16] = {};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; ++j) acc[j] += static_cast<double>(p[i + j]);
+    double s = 0;
+    for (int j = 0; j < 16; ++j) s += acc[j];
+    for (; i < n; ++i) s += static_cast<double>(p[i]);
+    return s;
+}
+
+EMBER_SIMD_CLONES double contiguous_sum_f64(const double* p, int64_t n) {
+    double acc[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+    double s = 0;
+    for (int j = 0; j < 8; ++j) s += acc[j];
+    for (; i < n; ++i) s += p[i];
+    return s;
+}
+
+// Merges reduced dims that are contiguous with each other (and drops size-1 ones), so a
+// reduction over a dense block walks one long stride-1 run.
+TensorView coalesce_reduced(const TensorView& in, int kept) {
+    TensorView v = in;
+    v.ndim = kept;
+    for (int d = kept; d < in.ndim; ++d) {
+        if (in.sizes[d] == 1) continue;
+        int last = v.ndim - 1;
+        if (v.ndim > kept && v.strides[last] == in.strides[d] * in.sizes[d]) {
+            v.sizes[last] *= in.sizes[d];
+            v.strides[last] = in.strides[d];
+        } else {
+            v.sizes[v.ndim] = in.sizes[d];
+            v.strides[v.ndim] = in.strides[d];
+            ++v.ndim;
+        }
+    }
+    return v;
+}
 
 // Walks elements [begin, end) of the reduced index space of one output, in memory order of
 // the reduced dims (last dim fastest), calling f(value_as_double_or_int64, position).
@@ -68,6 +112,14 @@ Partial reduce_range(ReduceOp op, const char* base, const ReduceArgs& a, int64_t
     switch (op) {
         case ReduceOp::kSum:
         case ReduceOp::kMean:
+            if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+                if (a.in.ndim == a.kept + 1 && a.in.strides[a.in.ndim - 1] == 1) {
+                    const T* p = reinterpret_cast<const T*>(base) + begin;
+                    if constexpr (std::is_same_v<T, float>) r.f = contiguous_sum_f32(p, end - begin);
+                    else r.f = contiguous_sum_f64(p, end - begin);
+                    break;
+                }
+            }
             walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) {
                 if constexpr (integral) r.i += static_cast<int64_t>(v);
                 else r.f += detail::as_double(v);
@@ -208,8 +260,53 @@ void finish(ReduceOp op, const Partial& r, const ReduceArgs& a, char* out, char*
     }
 }
 
+// Sums over leading dims of a tensor whose single kept dim is contiguous (bias gradients,
+// sum_to_size in autograd): rows are added into a vector of double accumulators, which
+// vectorizes across the outputs instead of striding through memory once per output.
+template <typename T>
+bool try_column_sum(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
+    if (op != ReduceOp::kSum && op != ReduceOp::kMean) return false;
+    if (a.kept != 1 || a.in.strides[0] != 1 || a.in.ndim < 2) return false;
+    const int64_t width = a.in.sizes[0];
+    int64_t reduced = 1;
+    for (int d = 1; d < a.in.ndim; ++d) reduced *= a.in.sizes[d];
+    if (reduced == 0) return false;
+    const int64_t out_es = element_size(a.out.dtype);
+    auto body = [&](int64_t c0, int64_t c1) {
+        std::vector<double> acc(static_cast<size_t>(c1 - c0), 0.0);
+        std::vector<int64_t> iacc(static_cast<size_t>(c1 - c0), 0);
+        int64_t idx[kMaxDims] = {};
+        const int nr = a.in.ndim - 1;
+        for (int64_t r = 0; r < reduced; ++r) {
+            const T* row = static_cast<const T*>(a.in.data);
+            for (int d = 0; d < nr; ++d) row += idx[d] * a.in.strides[1 + d];
+            if constexpr (std::is_integral_v<T>) {
+                for (int64_t c = c0; c < c1; ++c) iacc[c - c0] += static_cast<int64_t>(row[c]);
+            } else {
+                for (int64_t c = c0; c < c1; ++c) acc[c - c0] += detail::as_double(row[c]);
+            }
+            for (int d = nr - 1; d >= 0; --d) {
+                if (++idx[d] < a.in.sizes[1 + d]) break;
+                idx[d] = 0;
+            }
+        }
+        for (int64_t c = c0; c < c1; ++c) {
+            char* out = static_cast<char*>(a.out.data) + c * a.out.strides[0] * out_es;
+            double v = std::is_integral_v<T> ? static_cast<double>(iacc[c - c0]) : acc[c - c0];
+            if (op == ReduceOp::kMean) v /= static_cast<double>(reduced);
+            if (std::is_integral_v<T> && op == ReduceOp::kSum) store_value(out, iacc[c - c0], a.out.dtype);
+            else store_value(out, v, a.out.dtype);
+        }
+    };
+    int64_t grain = std::max<int64_t>(16, runtime::kParallelGrain / reduced);
+    if (pool) pool->parallel_for(width, grain, body);
+    else body(0, width);
+    return true;
+}
+
 template <typename T>
 Status run(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
+    if (try_column_sum<T>(op, a, pool)) return Status();
     int64_t outer = 1;
     for (int d = 0; d < a.kept; ++d) outer *= a.in.sizes[d];
     int64_t reduced = 1;
@@ -236,8 +333,8 @@ Status run(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
     };
     const bool integral = std::is_integral_v<T>;
     const int threads = pool ? pool->num_threads() : 1;
-    if (outer >= threads || reduced < 65536) {
-        int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, reduced));
+    if (outer >= threads || reduced < 2 * runtime::kParallelGrain) {
+        int64_t grain = std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, reduced));
         auto body = [&](int64_t b, int64_t e) {
             for (int64_t o = b; o < e; ++o) {
                 Partial r = one(o, 0, reduced).second;
@@ -293,7 +390,9 @@ Status reduce(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
     if ((op == ReduceOp::kMax || op == ReduceOp::kMin) && a.indices.data == nullptr) {
         return invalid_argument("reduce: max/min need an indices output");
     }
-    EMBER_DISPATCH_REAL(a.in.dtype, return run<scalar_t>(op, a, pool));
+    ReduceArgs c = a;
+    c.in = coalesce_reduced(a.in, a.kept);
+    EMBER_DISPATCH_REAL(c.in.dtype, return run<scalar_t>(op, c, pool));
     return unimplemented(std::string("reduce for dtype ") + dtype_name(a.in.dtype));
 }
 
