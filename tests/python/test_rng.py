@@ -308,3 +308,35 @@ def test_fork_rng_restores_every_device():
         torch.randn(4, device="ember:1")
     for b, a in zip(before, torch.ember.get_rng_state_all()):
         assert torch.equal(a, b)
+
+
+# --- native kernels -------------------------------------------------------------------------------
+
+def test_random_ops_run_natively_and_reproduce():
+    import torch_ember
+
+    torch_ember.reset_fallback_stats()
+    torch.ember.manual_seed(123)
+    state = torch.ember.get_rng_state()
+    a = (torch.rand(1000, device="ember"), torch.randn(1000, device="ember"),
+         torch.empty(1000, device="ember").bernoulli_(0.25),
+         torch.nn.functional.dropout(torch.ones(1000, device="ember"), 0.4))
+    torch.ember.set_rng_state(state)
+    b = (torch.rand(1000, device="ember"), torch.randn(1000, device="ember"),
+         torch.empty(1000, device="ember").bernoulli_(0.25),
+         torch.nn.functional.dropout(torch.ones(1000, device="ember"), 0.4))
+    for x, y in zip(a, b):
+        assert torch.equal(x.cpu(), y.cpu())
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+    drop = a[3].cpu()
+    kept = drop[drop != 0]
+    torch.testing.assert_close(kept, torch.full_like(kept, 1.0 / 0.6))
+    assert abs((drop == 0).float().mean().item() - 0.4) < 0.08
+
+
+def test_dropout_backward_uses_the_same_mask():
+    x = torch.randn(64, 32, device="ember", requires_grad=True)
+    y = torch.nn.functional.dropout(x, 0.5)
+    y.sum().backward()
+    kept = (y.detach() != 0).cpu()
+    torch.testing.assert_close(x.grad.cpu(), kept.float() * 2.0)

@@ -1,0 +1,86 @@
+#include "kernels/random/random.h"
+
+#include <cmath>
+
+#include "kernels/dispatch.h"
+
+namespace ember::kernels {
+
+void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]) {
+    uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
+    uint32_t c2 = 0, c3 = 0;
+    uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+    for (int round = 0; round < 10; ++round) {
+        uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+        uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+        uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n1 = static_cast<uint32_t>(p1);
+        uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+        uint32_t n3 = static_cast<uint32_t>(p0);
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+uint64_t uniform_draws(int64_t numel) { return (static_cast<uint64_t>(numel) + 3) / 4 * 4; }
+uint64_t normal_draws(int64_t numel) { return (2 * static_cast<uint64_t>(numel) + 3) / 4 * 4; }
+
+namespace {
+
+// The 32-bit draw number `k` of the call.
+inline uint32_t draw(const PhiloxState& rng, uint64_t k) {
+    uint32_t out[4];
+    philox4x32(rng.offset / 4 + k / 4, rng.seed, out);
+    return out[k % 4];
+}
+
+// Uniform in [0, 1) with 24 random bits (float) — the same resolution PyTorch uses for float.
+inline double unit(uint32_t x) { return static_cast<double>(x >> 8) * (1.0 / 16777216.0); }
+
+template <typename F>
+Status fill_with(const TensorView& dst, runtime::ThreadPool* pool, F&& value_of) {
+    if (is_complex(dst.dtype)) return unimplemented("random numbers for complex tensors");
+    const int64_t n = dst.numel();
+    // Element e of the tensor is its row-major position, whatever the strides.
+    EMBER_DISPATCH_REAL(dst.dtype, {
+        auto body = [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+                int64_t rem = i, off = 0;
+                for (int d = dst.ndim - 1; d >= 0; --d) {
+                    off += (rem % dst.sizes[d]) * dst.strides[d];
+                    rem /= dst.sizes[d];
+                }
+                static_cast<scalar_t*>(dst.data)[off] = detail::from_double<scalar_t>(value_of(i));
+            }
+        };
+        if (pool) pool->parallel_for(n, runtime::kParallelGrain / 8, body);
+        else body(0, n);
+    });
+    return Status();
+}
+
+}  // namespace
+
+Status uniform(const TensorView& dst, double low, double high, PhiloxState rng, runtime::ThreadPool* pool) {
+    return fill_with(dst, pool, [&](int64_t i) {
+        double v = low + (high - low) * unit(draw(rng, static_cast<uint64_t>(i)));
+        return v < high ? v : low;  // rounding must not reach `high`
+    });
+}
+
+Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, runtime::ThreadPool* pool) {
+    return fill_with(dst, pool, [&](int64_t i) {
+        // Box-Muller on draws (2i, 2i+1); u1 in (0, 1] keeps the log finite.
+        double u1 = 1.0 - unit(draw(rng, 2 * static_cast<uint64_t>(i)));
+        double u2 = unit(draw(rng, 2 * static_cast<uint64_t>(i) + 1));
+        return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    });
+}
+
+Status bernoulli(const TensorView& dst, double p, PhiloxState rng, runtime::ThreadPool* pool) {
+    return fill_with(dst, pool, [&](int64_t i) { return unit(draw(rng, static_cast<uint64_t>(i))) < p ? 1.0 : 0.0; });
+}
+
+}  // namespace ember::kernels

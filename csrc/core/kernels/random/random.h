@@ -1,0 +1,34 @@
+// Random number kernels on a counter-based generator (Philox-4x32-10, as CUDA's): element i of a
+// call draws from counter (offset / 4 + i / 4) under key `seed`, lane i % 4. The numbers depend
+// only on (seed, offset) and the element index — not on threads or timing — so a seed reproduces
+// them exactly, and the caller advances the generator's offset by the count it reserved.
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "kernels/tensor_view.h"
+#include "runtime/thread_pool.h"
+
+namespace ember::kernels {
+
+struct PhiloxState {
+    uint64_t seed = 0;
+    uint64_t offset = 0;  // in 32-bit draws; a multiple of 4
+};
+
+// Draws a call consumes for `numel` elements (Box-Muller normals use two per element).
+uint64_t uniform_draws(int64_t numel);
+uint64_t normal_draws(int64_t numel);
+
+// dst = uniform in [low, high) (floating dtypes).
+Status uniform(const TensorView& dst, double low, double high, PhiloxState rng, runtime::ThreadPool* pool);
+// dst = normal(mean, std) (floating dtypes).
+Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, runtime::ThreadPool* pool);
+// dst = 1 with probability p, else 0 (any real dtype).
+Status bernoulli(const TensorView& dst, double p, PhiloxState rng, runtime::ThreadPool* pool);
+
+// The raw generator, exposed for tests: four 32-bit outputs for (counter, key).
+void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]);
+
+}  // namespace ember::kernels

@@ -1,0 +1,105 @@
+// Random ops on the device's counter-based generator (kernels/random): uniform_, normal_,
+// bernoulli_ and dropout. Each call reserves its draws from the generator's (seed, offset)
+// under the generator's lock, then queues the kernel, so seeding reproduces the numbers and
+// get_rng_state/set_rng_state replay them, as on CUDA.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <mutex>
+
+#include "../context.h"
+#include "../fallback.h"
+#include "../generator.h"
+#include "kernels/random/random.h"
+
+namespace ember::torch_glue {
+namespace {
+
+template <class Op, class... Args>
+decltype(auto) cpu(Args&&... args) {
+    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+kernels::PhiloxState reserve(const std::optional<at::Generator>& generator, const at::Tensor& self, uint64_t draws) {
+    at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(self.device().index());
+    TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
+                "Expected a 'ember' device type for generator but found '", gen.device().type(), "'");
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    auto [seed, offset] = gen.get<EmberGenerator>()->philox_engine_inputs(draws);
+    return {seed, offset};
+}
+
+template <typename F>
+at::Tensor& queue_random(at::Tensor& self, const char* name, F&& fn) {
+    if (self.numel() == 0) return self;
+    c10::DeviceGuard guard(self.device());
+    runtime::Device& dev = tensor_device(self);
+    runtime::ThreadPool* pool = &dev.pool();
+    kernels::TensorView v = view_of(self);
+    enqueue(dev.current_stream(), name, [v, pool, fn = std::forward<F>(fn)] { return fn(v, pool); });
+    return self;
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
+    if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(uniform_)>(self, from, to, generator);
+    TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+    auto rng = reserve(generator, self, kernels::uniform_draws(self.numel()));
+    return queue_random(self, "uniform_", [from, to, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
+        return kernels::uniform(v, from, to, rng, p);
+    });
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
+    if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(normal_)>(self, mean, std, generator);
+    TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+    auto rng = reserve(generator, self, kernels::normal_draws(self.numel()));
+    return queue_random(self, "normal_", [mean, std, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
+        return kernels::normal(v, mean, std, rng, p);
+    });
+}
+
+at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> generator) {
+    if (self.is_complex()) return cpu<ATEN_OP2(bernoulli_, float)>(self, p, generator);
+    TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+    auto rng = reserve(generator, self, kernels::uniform_draws(self.numel()));
+    return queue_random(self, "bernoulli_", [p, rng](const kernels::TensorView& v, runtime::ThreadPool* pool) {
+        return kernels::bernoulli(v, p, rng, pool);
+    });
+}
+
+// As PyTorch's CPU dropout: mask ~ Bernoulli(1 - p), output = input * mask / (1 - p).
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+    if (!at::isFloatingType(input.scalar_type())) return cpu<ATEN_OP(native_dropout)>(input, p, train);
+    if (train.has_value() && !*train) {
+        return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+    }
+    TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+    at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+    if (p == 1) {
+        mask.zero_();
+        return {at::zeros_like(input), mask};
+    }
+    bernoulli_(mask, 1 - p, std::nullopt);
+    double scale = 1.0 / (1.0 - p);
+    return {input.mul(mask).mul_(scale), mask};
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+    if (!at::isFloatingType(grad.scalar_type())) return cpu<ATEN_OP(native_dropout_backward)>(grad, mask, scale);
+    return grad.mul(mask).mul_(scale);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("uniform_", uniform_);
+    m.impl("normal_", normal_);
+    m.impl("bernoulli_.float", bernoulli_);
+    m.impl("native_dropout", native_dropout);
+    m.impl("native_dropout_backward", native_dropout_backward);
+}
+
+}  // namespace ember::torch_glue
