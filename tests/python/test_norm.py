@@ -109,3 +109,25 @@ def test_out_of_range_target_is_a_device_error():
         torch.ember.synchronize()
     torch.ember.synchronize()  # reported once; the device works again
     check(lambda l: F.cross_entropy(l, torch.tensor([1, 2])), logits.cpu())
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape", [(4, 3, 5, 5), (6, 3), (2, 3, 7)])
+def test_batch_norm_forward_backward_and_running_stats(training, affine, shape, native_only):
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(shape, generator=gen) * 2 + 1
+    w, b = torch.randn(3, generator=gen), torch.randn(3, generator=gen)
+    rm, rv = torch.randn(3, generator=gen), torch.rand(3, generator=gen) + 0.5
+
+    def run(device):
+        xs = x.to(device).requires_grad_()
+        ws, bs = w.to(device).requires_grad_(), b.to(device).requires_grad_()
+        rms, rvs = rm.to(device), rv.to(device)
+        y = F.batch_norm(xs, rms, rvs, ws if affine else None, bs if affine else None, training=training)
+        y.backward(torch.linspace(-1, 1, y.numel()).reshape(y.shape).to(device))
+        grads = [xs.grad] + ([ws.grad, bs.grad] if affine else [])
+        return [t.detach().cpu() for t in [y, rms, rvs] + grads]
+
+    for got, expected in zip(run("ember"), run("cpu")):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
