@@ -1,0 +1,91 @@
+// The library kernels behind core's narrow provider interfaces, from the libraries inside
+// libtorch, reached through CPU tensor aliases of device memory (the host executor's device
+// memory is host memory; a real chip would register its own providers):
+//  - kernels::gemm: MKL for float32, oneDNN with AMX/AVX-512 for bfloat16 and float16. Chosen by
+//    measurement against torch.mm (bench/matmul.py).
+//  - kernels::conv: oneDNN convolution, forward and backward.
+#include <ATen/ATen.h>
+
+#include "context.h"
+#include "kernels/conv/conv.h"
+#include "kernels/gemm/gemm.h"
+
+namespace ember::torch_glue {
+namespace {
+
+c10::ScalarType scalar_type(kernels::DType t) {
+    switch (t) {
+        case kernels::DType::kFloat64: return at::kDouble;
+        case kernels::DType::kBFloat16: return at::kBFloat16;
+        case kernels::DType::kFloat16: return at::kHalf;
+        default: return at::kFloat;
+    }
+}
+
+at::Tensor host_alias(const kernels::TensorView& v) {
+    return at::from_blob(v.data, c10::IntArrayRef(v.sizes, v.ndim), c10::IntArrayRef(v.strides, v.ndim),
+                         at::TensorOptions().dtype(scalar_type(v.dtype)).device(c10::kCPU));
+}
+
+Status libtorch_gemm(const kernels::GemmArgs& g) {
+    try {
+        at::Tensor a = host_alias(g.a), b = host_alias(g.b), c = host_alias(g.c);
+        if (a.size(0) == 1) {
+            at::Tensor c0 = c[0];
+            if (g.beta == 0 && g.alpha == 1) at::mm_out(c0, a[0], b[0]);
+            else c0.addmm_(a[0], b[0], g.beta, g.alpha);
+        } else {
+            if (g.beta == 0 && g.alpha == 1) at::bmm_out(c, a, b);
+            else c.baddbmm_(a, b, g.beta, g.alpha);
+        }
+    } catch (const std::exception& e) {
+        return internal_error(std::string("gemm: ") + e.what());
+    }
+    return Status();
+}
+
+std::vector<int64_t> vec(const int64_t* v, int n) { return std::vector<int64_t>(v, v + n); }
+
+Status libtorch_conv(const kernels::ConvArgs& a) {
+    try {
+        const auto& p = a.params;
+        at::Tensor bias = a.bias.data ? host_alias(a.bias) : at::Tensor();
+        at::Tensor r = at::convolution(host_alias(a.input), host_alias(a.weight), bias, vec(p.stride, p.spatial),
+                                       vec(p.padding, p.spatial), vec(p.dilation, p.spatial), p.transposed,
+                                       vec(p.output_padding, p.spatial), p.groups);
+        host_alias(a.out).copy_(r);
+    } catch (const std::exception& e) {
+        return internal_error(std::string("conv: ") + e.what());
+    }
+    return Status();
+}
+
+Status libtorch_conv_backward(const kernels::ConvBackwardArgs& a) {
+    try {
+        const auto& p = a.params;
+        std::array<bool, 3> mask = {a.grad_input.data != nullptr, a.grad_weight.data != nullptr,
+                                    a.grad_bias.data != nullptr};
+        std::vector<int64_t> bias_sizes;
+        if (mask[2]) bias_sizes = {a.grad_bias.sizes[0]};
+        auto [gi, gw, gb] = at::convolution_backward(
+            host_alias(a.grad_out), host_alias(a.input), host_alias(a.weight), bias_sizes, vec(p.stride, p.spatial),
+            vec(p.padding, p.spatial), vec(p.dilation, p.spatial), p.transposed, vec(p.output_padding, p.spatial),
+            p.groups, mask);
+        if (mask[0]) host_alias(a.grad_input).copy_(gi);
+        if (mask[1]) host_alias(a.grad_weight).copy_(gw);
+        if (mask[2]) host_alias(a.grad_bias).copy_(gb);
+    } catch (const std::exception& e) {
+        return internal_error(std::string("conv backward: ") + e.what());
+    }
+    return Status();
+}
+
+struct Registrar {
+    Registrar() {
+        kernels::set_gemm_provider(&libtorch_gemm, "libtorch (MKL / oneDNN)");
+        kernels::set_conv_provider(&libtorch_conv, &libtorch_conv_backward, "libtorch (oneDNN)");
+    }
+} g_registrar;
+
+}  // namespace
+}  // namespace ember::torch_glue
