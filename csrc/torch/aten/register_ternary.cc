@@ -142,9 +142,25 @@ at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tens
     return lerp_tensor_out(self, end, weight, self);
 }
 
+// ---- threshold_backward (relu's backward): grad where self > threshold, else 0 --------------
+
+at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& threshold,
+                                   at::Tensor& out) {
+    at::Tensor zero = c10::scalar_to_tensor(0.0);
+    zero.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return where_out(self.le(threshold), zero, grad, out);
+}
+
+at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& threshold) {
+    at::Tensor out = at::empty({0}, grad.options());
+    return threshold_backward_out(grad, self, threshold, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("threshold_backward", threshold_backward);
+    m.impl("threshold_backward.grad_input", threshold_backward_out);
     m.impl("where.self", where_self);
     m.impl("where.self_out", where_out);
     m.impl("addcmul", addcmul_fn);

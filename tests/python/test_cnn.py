@@ -1,0 +1,106 @@
+"""CNN ops run natively on ember and match PyTorch CPU: convolution (through the library
+provider), pooling, batch norm, and a small ResNet's training step."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch_ember
+
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: {},
+       torch.bfloat16: dict(rtol=3e-2, atol=3e-2)}
+
+
+@pytest.fixture
+def native_only():
+    torch_ember.reset_fallback_stats()
+    yield
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+def fwd_bwd(fn, x, dtype):
+    xc = x.clone().requires_grad_()
+    xe = x.to("ember").requires_grad_()
+    yc, ye = fn(xc), fn(xe)
+    torch.testing.assert_close(ye.cpu(), yc, equal_nan=True, **TOL[dtype])
+    g = torch.randn(yc.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    yc.backward(g)
+    ye.backward(g.to("ember"))
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad, equal_nan=True, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("cfg", [(2, 2, 0, 1, False), (3, 2, 1, 1, False), (3, 2, 1, 1, True),
+                                 (3, 1, 1, 2, False), ((2, 3), (1, 2), (1, 0), 1, True)])
+def test_max_and_avg_pool(dtype, cfg, native_only):
+    k, s, p, d, ceil = cfg
+    x = torch.randn(2, 3, 11, 10, generator=torch.Generator().manual_seed(0)).to(dtype)
+    fwd_bwd(lambda t: F.max_pool2d(t, k, s, p, d, ceil_mode=ceil), x, dtype)
+    fwd_bwd(lambda t: F.avg_pool2d(t, k, s, p, ceil_mode=ceil), x, dtype)
+    fwd_bwd(lambda t: F.avg_pool2d(t, k, s, p, ceil_mode=ceil, count_include_pad=False), x, dtype)
+    fwd_bwd(lambda t: F.avg_pool2d(t, k, s, p, ceil_mode=ceil, divisor_override=3), x, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("size", [(1, 1), (3, 4), (5, 5), (7, 3)])
+def test_adaptive_avg_pool(dtype, size, native_only):
+    x = torch.randn(2, 3, 11, 10, generator=torch.Generator().manual_seed(0)).to(dtype)
+    fwd_bwd(lambda t: F.adaptive_avg_pool2d(t, size), x, dtype)
+
+
+def test_max_pool_nan_and_unbatched(native_only):
+    fwd_bwd(lambda t: F.max_pool2d(t, 2), torch.tensor([[[[1.0, float("nan")], [3.0, 3.0]]]]), torch.float32)
+    fwd_bwd(lambda t: F.max_pool2d(t, 2), torch.randn(3, 6, 6), torch.float32)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("groups", [1, 3])
+def test_convolution(transposed, groups, native_only):
+    cls = nn.ConvTranspose2d if transposed else nn.Conv2d
+    torch.manual_seed(0)
+    conv = cls(3, 6, 3, stride=2, padding=1, groups=groups)
+    conv_e = cls(3, 6, 3, stride=2, padding=1, groups=groups).to("ember")
+    conv_e.load_state_dict(conv.state_dict())
+    x = torch.randn(2, 3, 9, 9)
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    yc, ye = conv(xc), conv_e(xe)
+    torch.testing.assert_close(ye.cpu(), yc, **TOL[torch.float32])
+    g = torch.randn_like(yc)
+    yc.backward(g)
+    ye.backward(g.to("ember"))
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad, **TOL[torch.float32])
+    torch.testing.assert_close(conv_e.weight.grad.cpu(), conv.weight.grad, **TOL[torch.float32])
+    torch.testing.assert_close(conv_e.bias.grad.cpu(), conv.bias.grad, **TOL[torch.float32])
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return F.relu(x + self.b2(self.c2(F.relu(self.b1(self.c1(x))))))
+
+
+def small_resnet():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), Block(8), Block(8), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 10))
+
+
+def test_small_resnet_trains_natively_like_cpu(native_only):
+    torch.manual_seed(0)
+    cpu = small_resnet()
+    ember = small_resnet().to("ember")
+    ember.load_state_dict(cpu.state_dict())
+    opt_c = torch.optim.SGD(cpu.parameters(), lr=0.1, momentum=0.9)
+    opt_e = torch.optim.SGD(ember.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(8, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    y = torch.randint(0, 10, (8,), generator=torch.Generator().manual_seed(3))
+    for _ in range(3):
+        for model, opt, dev in ((cpu, opt_c, "cpu"), (ember, opt_e, "ember")):
+            opt.zero_grad()
+            F.cross_entropy(model(x.to(dev)), y.to(dev)).backward()
+            opt.step()
+    for (name, pc), pe in zip(cpu.state_dict().items(), ember.state_dict().values()):
+        torch.testing.assert_close(pe.cpu(), pc, rtol=1e-3, atol=1e-4, msg=name)
