@@ -21,6 +21,11 @@ kernels::TensorView view_of(const at::Tensor& t);
 
 // Queues `task` on `stream` under `name` (a literal or dispatcher-owned string); raises the
 // task's error at once in EMBER_SYNC=1 mode.
+//
+// A task must not own tensors: it is destroyed on the stream's worker, and dropping the last
+// reference to a tensor Python also holds would take the GIL there (and abort at interpreter
+// exit). Nor does it need to: the caching allocator reuses a freed block only for work queued
+// later on the same stream, so temporaries may be released as soon as the task is queued.
 uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task);
 
 // Waits for `stream` and raises any error stored on it (a synchronizing call).

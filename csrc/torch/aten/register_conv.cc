@@ -68,7 +68,7 @@ at::Tensor wrapper_convolution(const at::Tensor& input, const at::Tensor& weight
     at::Tensor b = bias && bias->defined() ? bias->contiguous() : at::Tensor();
     at::Tensor out = at::empty(out_shape(x, w, p), x.options());
     kernels::ConvArgs args{view_of(x), view_of(w), b.defined() ? view_of(b) : kernels::TensorView{}, view_of(out), p};
-    enqueue(current_stream_of(x), "convolution", [args, keep = std::make_tuple(x, w, b)] { return kernels::conv(args); });
+    enqueue(current_stream_of(x), "convolution", [args] { return kernels::conv(args); });
     return out;
 }
 
@@ -96,7 +96,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward(
     auto opt = [](const at::Tensor& t) { return t.defined() ? view_of(t) : kernels::TensorView{}; };
     kernels::ConvBackwardArgs args{view_of(go), view_of(x), view_of(w), opt(gi), opt(gw), opt(gb), p};
     enqueue(current_stream_of(x), "convolution_backward",
-            [args, keep = std::make_tuple(go, x, w)] { return kernels::conv_backward(args); });
+            [args] { return kernels::conv_backward(args); });
     return {gi, gw, gb};
 }
 

@@ -91,7 +91,8 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
         return;
     }
     at::Tensor staged = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-    bool temp = !staged.is_same(src);
+    // Only a fresh staging copy may be read after we return; a view of the caller's memory may not.
+    bool temp = !staged.storage().is_alias_of(src.storage());
     if (dst.is_contiguous()) {
         upload(dst, staged, non_blocking, temp);
         return;

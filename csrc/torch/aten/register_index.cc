@@ -103,7 +103,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() ? out : at::empty(shape, out.options());
     kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim), x = view_of(idx);
-    queue(dst, "index_select", [o, i, x, keep = std::make_tuple(src, idx)](runtime::ThreadPool* p) {
+    queue(dst, "index_select", [o, i, x](runtime::ThreadPool* p) {
         return kernels::index_select(o, i, x, p);
     });
     if (!dst.is_same(out)) out.copy_(dst);
@@ -128,7 +128,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
     at::Tensor out = at::zeros({rows, width}, grad.options());
     kernels::TensorView o = view_of(out), s = view_of(src), x = view_of(idx);
     int64_t skip = padding_idx.expect_int();
-    queue(out, "embedding_dense_backward", [o, s, x, skip, keep = std::make_tuple(src, idx)](runtime::ThreadPool* p) {
+    queue(out, "embedding_dense_backward", [o, s, x, skip](runtime::ThreadPool* p) {
         return kernels::index_add_rows(o, s, x, skip, p);
     });
     return out;
@@ -143,7 +143,7 @@ at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out, b
     at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
     int64_t rows = self.size(-2), cols = self.size(-1);
     kernels::TensorView o = view_of(dst.view({-1, rows, cols})), i = view_of(src.view({-1, rows, cols}));
-    queue(dst, lower ? "tril" : "triu", [o, i, diagonal, lower, keep = src](runtime::ThreadPool* p) {
+    queue(dst, lower ? "tril" : "triu", [o, i, diagonal, lower](runtime::ThreadPool* p) {
         return kernels::triangle(o, i, diagonal, lower, p);
     });
     if (!dst.is_same(out)) out.copy_(dst);
@@ -183,7 +183,7 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::S
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
     kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim);
-    queue(dst, "cumsum", [o, i, keep = src](runtime::ThreadPool* p) { return kernels::cumsum(o, i, p); });
+    queue(dst, "cumsum", [o, i](runtime::ThreadPool* p) { return kernels::cumsum(o, i, p); });
     if (!dst.is_same(out)) out.copy_(dst);
     return out;
 }

@@ -74,7 +74,7 @@ at::Tensor softmax_impl(const at::Tensor& self, int64_t dim, bool log) {
     if (in.numel() > 0) {
         kernels::TensorView o = rows_view(out, cols), i = rows_view(in, cols);
         queue(in, log ? "log_softmax" : "softmax",
-              [o, i, log, keep = in](runtime::ThreadPool* p) { return kernels::softmax(o, i, log, p); });
+              [o, i, log](runtime::ThreadPool* p) { return kernels::softmax(o, i, log, p); });
     }
     if (self.dim() == 0) return out.reshape({});
     return out.movedim(-1, dim).contiguous();
@@ -158,7 +158,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
     kernels::TensorView o = rows_view(out, cols), xv = rows_view(x, cols);
     kernels::TensorView mv = stats_view(mean), rv = stats_view(rstd);
     kernels::TensorView wv = vector_view(wk, cols), bv = vector_view(bk, cols);
-    queue(x, "layer_norm", [o, mv, rv, xv, wv, bv, eps, keep = std::make_tuple(x, wk, bk)](runtime::ThreadPool* p) {
+    queue(x, "layer_norm", [o, mv, rv, xv, wv, bv, eps](runtime::ThreadPool* p) {
         return kernels::layer_norm(o, mv, rv, xv, wv, bv, eps, p);
     });
     return {out, mean, rstd};
@@ -186,7 +186,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     kernels::TensorView gv = rows_view(g, cols), xv = rows_view(x, cols);
     kernels::TensorView mv = stats_view(mc), rv = stats_view(rc);
     queue(x, "layer_norm_backward",
-          [giv, gwv, gbv, gv, xv, mv, rv, wv, keep = std::make_tuple(x, g, mc, rc, wk)](runtime::ThreadPool* p) {
+          [giv, gwv, gbv, gv, xv, mv, rv, wv](runtime::ThreadPool* p) {
               return kernels::layer_norm_backward(giv, gwv, gbv, gv, xv, mv, rv, wv, p);
           });
     return {gi, gw, gb};
@@ -218,7 +218,7 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
     kernels::TensorView wv = wk.defined() ? view_of(wk) : kernels::TensorView{};
     int64_t red = per_row ? 0 : (reduction == at::Reduction::None ? 2 : reduction);
     int64_t ignore = ignore_index.expect_int();
-    queue(logp, "nll_loss", [ov, totv, lv, tv, wv, red, ignore, keep = std::make_tuple(logp, t, wk)](runtime::ThreadPool* p) {
+    queue(logp, "nll_loss", [ov, totv, lv, tv, wv, red, ignore](runtime::ThreadPool* p) {
         return kernels::nll_loss(ov, totv, lv, tv, wv, red, ignore, p);
     });
     return {out, total};
@@ -240,7 +240,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     kernels::TensorView wv = wk.defined() ? view_of(wk) : kernels::TensorView{};
     int64_t red = per_row ? 0 : (reduction == at::Reduction::None ? 2 : reduction);
     int64_t ignore = ignore_index.expect_int();
-    queue(grad, "nll_loss_backward", [gv, gov, tv, wv, twv, red, ignore, keep = std::make_tuple(go, t, tw, wk)](runtime::ThreadPool* p) {
+    queue(grad, "nll_loss_backward", [gv, gov, tv, wv, twv, red, ignore](runtime::ThreadPool* p) {
         return kernels::nll_loss_backward(gv, gov, tv, wv, twv, red, ignore, p);
     });
     return grad;

@@ -84,7 +84,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
     at::Tensor idx = at::empty(with_spatial(x, OH, OW), x.options().dtype(at::kLong));
     kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x);
-    queue(x, "max_pool2d", [o, i, xv, p, keep = x](runtime::ThreadPool* pool) { return kernels::max_pool2d(o, i, xv, p, pool); });
+    queue(x, "max_pool2d", [o, i, xv, p](runtime::ThreadPool* pool) { return kernels::max_pool2d(o, i, xv, p, pool); });
     return {out, idx};
 }
 
@@ -97,7 +97,7 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c
     at::Tensor g = grad.contiguous(), idx = indices.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
     kernels::TensorView giv = planes(gi), gv = planes(g), iv = planes(idx);
-    queue(gi, "max_pool2d_backward", [giv, gv, iv, keep = std::make_tuple(g, idx)](runtime::ThreadPool* pool) {
+    queue(gi, "max_pool2d_backward", [giv, gv, iv](runtime::ThreadPool* pool) {
         return kernels::max_pool2d_backward(giv, gv, iv, pool);
     });
     return gi;
@@ -121,7 +121,7 @@ at::Tensor avg_pool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntA
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
     kernels::TensorView o = planes(out), xv = planes(x);
-    queue(x, "avg_pool2d", [o, xv, p, keep = x](runtime::ThreadPool* pool) { return kernels::avg_pool2d(o, xv, p, pool); });
+    queue(x, "avg_pool2d", [o, xv, p](runtime::ThreadPool* pool) { return kernels::avg_pool2d(o, xv, p, pool); });
     return out;
 }
 
@@ -138,7 +138,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
     kernels::TensorView giv = planes(gi), gv = planes(g);
-    queue(gi, "avg_pool2d_backward", [giv, gv, p, keep = g](runtime::ThreadPool* pool) {
+    queue(gi, "avg_pool2d_backward", [giv, gv, p](runtime::ThreadPool* pool) {
         return kernels::avg_pool2d_backward(giv, gv, p, pool);
     });
     return gi;
@@ -156,7 +156,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef outpu
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
     if (out.numel() == 0) return out;
     kernels::TensorView o = planes(out), xv = planes(x);
-    queue(x, "adaptive_avg_pool2d", [o, xv, keep = x](runtime::ThreadPool* pool) { return kernels::adaptive_avg_pool2d(o, xv, pool); });
+    queue(x, "adaptive_avg_pool2d", [o, xv](runtime::ThreadPool* pool) { return kernels::adaptive_avg_pool2d(o, xv, pool); });
     return out;
 }
 
@@ -167,7 +167,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
     kernels::TensorView giv = planes(gi), gv = planes(g);
-    queue(gi, "adaptive_avg_pool2d_backward", [giv, gv, keep = g](runtime::ThreadPool* pool) {
+    queue(gi, "adaptive_avg_pool2d_backward", [giv, gv](runtime::ThreadPool* pool) {
         return kernels::adaptive_avg_pool2d_backward(giv, gv, pool);
     });
     return gi;
