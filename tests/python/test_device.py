@@ -38,3 +38,20 @@ def test_tied_parameters_stay_tied_across_moves():
     model.cpu()
     assert model["head"].weight is model["emb"].weight
     assert model["emb"].weight.device.type == "cpu"
+
+
+def test_interpreter_exits_cleanly_with_work_queued():
+    # Queued kernels must not hold Python-owned tensors: dropping them on a stream worker would
+    # need the GIL, which an exiting interpreter no longer hands out.
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, torch_ember, torch.nn.functional as F\n"
+        "q = torch.randn(2, 4, 64, 32, device='ember', requires_grad=True)\n"
+        "F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()\n"
+        "x = torch.randn(256, 256, device='ember'); y = torch.softmax(x @ x, -1).sum(0)\n"
+        "torch.ember._sleep(50)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
