@@ -31,6 +31,14 @@ uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task);
 // Waits for `stream` and raises any error stored on it (a synchronizing call).
 void synchronize(runtime::Stream& stream);
 
+// Whether `t` is undefined or on `device`. Native kernels read raw pointers, so an argument on
+// another device must never reach them: glue sends such calls to the fallback, which raises
+// PyTorch's "Expected all tensors to be on the same device".
+inline bool on_device(const c10::Device& device, const at::Tensor& t) { return !t.defined() || t.device() == device; }
+inline bool on_device(const c10::Device& device, const std::optional<at::Tensor>& t) {
+    return !t || on_device(device, *t);
+}
+
 // Counts bytes that crossed between host and device while a fallback op runs (fallback.cc).
 void note_transfer(size_t bytes, bool to_host);
 

@@ -25,6 +25,7 @@ if torch._C._get_privateuse1_backend_name() != "ember":
     _module_patch.install()
 
 from ._fallback import fallback_report, reset_fallback_stats, set_fallback_mode  # noqa: E402
+from . import _exit  # noqa: E402,F401
 
 __version__ = "0.1.0"
 __all__ = ["fallback_report", "reset_fallback_stats", "set_fallback_mode"]

@@ -108,7 +108,7 @@ def test_out_of_range_target_is_a_device_error():
         F.cross_entropy(logits, torch.tensor([1, 7], device="ember"))
         torch.ember.synchronize()
     torch.ember.synchronize()  # reported once; the device works again
-    check(lambda l: F.cross_entropy(l, torch.tensor([1, 2])), logits.cpu())
+    check(lambda l, t: F.cross_entropy(l, t), logits.cpu(), torch.tensor([1, 2]))
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -131,3 +131,13 @@ def test_batch_norm_forward_backward_and_running_stats(training, affine, shape, 
 
     for got, expected in zip(run("ember"), run("cpu")):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_mixed_devices_are_refused_like_cuda():
+    logits = torch.randn(2, 5, device="ember")
+    with pytest.raises(RuntimeError, match="same device"):
+        F.cross_entropy(logits, torch.tensor([1, 2]))
+    with pytest.raises(RuntimeError, match="same device"):
+        F.layer_norm(logits, (5,), torch.ones(5))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ops.aten._softmax_backward_data(logits, logits.cpu(), 1, torch.float32)

@@ -35,7 +35,8 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
               k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
               q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1) &&
               k.size(2) == v.size(2) && q.size(3) == k.size(3) && k.size(1) > 0 &&
-              (q.size(1) == k.size(1) || (enable_gqa && q.size(1) % k.size(1) == 0));
+              (q.size(1) == k.size(1) || (enable_gqa && q.size(1) % k.size(1) == 0)) &&
+              on_device(q.device(), k) && on_device(q.device(), v) && on_device(q.device(), mask);
     if (ok && mask && mask->defined()) {
         const at::Tensor& m = *mask;
         ok = !m.requires_grad() && m.dim() <= 4 &&

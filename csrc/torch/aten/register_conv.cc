@@ -14,6 +14,12 @@ namespace {
 
 at::Tensor cpu_of(const at::Tensor& t) { return t.defined() ? t.to(c10::kCPU) : t; }
 
+void check_devices(const at::Tensor& input, const at::Tensor& other, const char* name) {
+    TORCH_CHECK(on_device(input.device(), other), "Expected all tensors to be on the same device, but found at "
+                "least two devices, ", input.device(), " and ", other.device(), "! (when checking argument '",
+                name, "' of aten::convolution_overrideable)");
+}
+
 bool conv_dtype(const at::Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble || t.scalar_type() == at::kBFloat16;
 }
@@ -53,8 +59,11 @@ at::Tensor wrapper_convolution(const at::Tensor& input, const at::Tensor& weight
                                c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                                c10::IntArrayRef output_padding, int64_t groups) {
     c10::DeviceGuard guard(input.device());
+    check_devices(input, weight, "weight");
+    if (bias) check_devices(input, *bias, "bias");
     bool native = conv_dtype(input) && weight.scalar_type() == input.scalar_type() && input.dim() >= 3 &&
-                  input.dim() <= 5 && (!bias || !bias->defined() || bias->scalar_type() == input.scalar_type());
+                  input.dim() <= 5 && (!bias || !bias->defined() || bias->scalar_type() == input.scalar_type()) &&
+                  on_device(input.device(), weight) && on_device(input.device(), bias);
     if (!native) {
         FallbackScope scope("aten::convolution_overrideable");
         std::optional<at::Tensor> cpu_bias;
@@ -77,9 +86,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward(
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
     c10::DeviceGuard guard(input.device());
+    check_devices(input, weight, "weight");
+    check_devices(input, grad_output, "grad_output");
     int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
     bool native = conv_dtype(input) && weight.scalar_type() == input.scalar_type() &&
-                  grad_output.scalar_type() == input.scalar_type() && input.dim() >= 3 && input.dim() <= 5;
+                  grad_output.scalar_type() == input.scalar_type() && input.dim() >= 3 && input.dim() <= 5 &&
+                  on_device(input.device(), weight) && on_device(input.device(), grad_output);
     if (!native) {
         FallbackScope scope("aten::convolution_backward_overrideable");
         auto [gi, gw, gb] = at::convolution_backward(cpu_of(grad_output), cpu_of(input), cpu_of(weight),

@@ -115,9 +115,36 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
     dst.copy_(tmp);
 }
 
+at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+
+// A tensor without its lazy conjugate/negation bits: a view of the same stored values.
+at::Tensor stored_values(const at::Tensor& t) {
+    at::Tensor r = t;
+    if (r.is_conj()) r = r.conj();
+    if (r.is_neg()) r = at::_neg_view(r);
+    return r;
+}
+
+// Copies whose source or destination carries a conjugate/negation bit: the logical values are
+// formed on the host, where PyTorch's CPU kernels apply the bits, and the stored values written.
+void copy_with_lazy_bits(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+    at::Tensor value = wrapper_copy_from(stored_values(self), at::empty(self.sizes(), self.options().device(c10::kCPU)), false);
+    if (self.is_conj()) value = value.conj_physical();
+    if (self.is_neg()) value = value.neg();
+    // dst's logical value is conj/neg of what it stores, so store the inverse of `value`.
+    if (dst.is_conj()) value = value.conj_physical();
+    if (dst.is_neg()) value = value.neg();
+    at::Tensor raw_dst = stored_values(dst);
+    wrapper_copy_from(value.to(raw_dst.scalar_type()), raw_dst, non_blocking);
+}
+
 at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
     TORCH_CHECK(self.defined() && dst.defined(), "ember: copy_ of an undefined tensor");
     if (dst.numel() == 0) return dst;
+    if (self.is_conj() || self.is_neg() || dst.is_conj() || dst.is_neg()) {
+        copy_with_lazy_bits(self, dst, non_blocking);
+        return dst;
+    }
     if (is_ember(self) && is_ember(dst)) {
         bool same_device = self.device() == dst.device();
         bool supported = kernels::copy_supports(to_dtype(dst.scalar_type()), to_dtype(self.scalar_type()));
@@ -241,6 +268,19 @@ void wrapper_assert_async_msg(const at::Tensor& self, c10::string_view msg) {
 }
 
 }  // namespace
+
+// Copies reach ember's _copy_from with the conjugate/negation bits still set; PyTorch's fallbacks
+// for those keys would materialize the tensor with another copy, which lands here again, forever.
+// Passing through lets copy_with_lazy_bits handle them.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_copy_from", wrapper_copy_from);

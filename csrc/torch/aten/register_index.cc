@@ -117,7 +117,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
 
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, c10::SymInt num_weights,
                                     c10::SymInt padding_idx, bool scale_grad_by_freq) {
-    bool ok = !scale_grad_by_freq && indices.scalar_type() == at::kLong && at::isFloatingType(grad.scalar_type());
+    bool ok = !scale_grad_by_freq && indices.scalar_type() == at::kLong && at::isFloatingType(grad.scalar_type()) &&
+              on_device(grad.device(), indices);
     if (!ok) {
         return cpu_symint<ATEN_OP(embedding_dense_backward)>(grad, indices, num_weights, padding_idx, scale_grad_by_freq);
     }
@@ -206,10 +207,12 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
     TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
     int64_t size;
-    if (at::isIntegralType(out.scalar_type(), false) && start.isIntegral(false) && end.isIntegral(false) &&
-        step.isIntegral(false)) {
-        int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
-        size = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+    if (out.scalar_type() == at::kLong) {
+        // CPU computes an int64 range's length from the bounds cast to int64.
+        int64_t a = start.to<int64_t>(), b = end.to<int64_t>(), c = step.to<int64_t>();
+        TORCH_CHECK(c != 0, "step must be nonzero");
+        int64_t sgn = (c > 0) - (c < 0);
+        size = (b - a + c - sgn) / c;
     } else {
         size = static_cast<int64_t>(std::ceil((e - s) / st));
     }

@@ -114,7 +114,7 @@ at::Tensor softmax_backward_impl(const at::Tensor& grad, const at::Tensor& outpu
     at::Tensor name##_backward_fn(const at::Tensor& grad, const at::Tensor& output, int64_t dim,   \
                                   c10::ScalarType input_dtype) {                                    \
         if (!float_type(output) || grad.scalar_type() != output.scalar_type() ||                   \
-            input_dtype != output.scalar_type())                                                    \
+            input_dtype != output.scalar_type() || !on_device(output.device(), grad))               \
             return cpu<ATEN_OP(name##_backward_data)>(grad, output, dim, input_dtype);             \
         return softmax_backward_impl(grad, output, dim, is_log);                                    \
     }
@@ -144,7 +144,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
     at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
     int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
     bool ok = float_type(input) && axis >= 0 && input.sizes().slice(axis).equals(shape) &&
-              params_ok(input, weight) && params_ok(input, bias) && input.numel() > 0;
+              params_ok(input, weight) && params_ok(input, bias) && input.numel() > 0 &&
+              on_device(input.device(), weight) && on_device(input.device(), bias);
     if (!ok) return cpu_symint<ATEN_OP(native_layer_norm)>(input, shape_sym, weight, bias, eps);
     int64_t cols = c10::multiply_integers(shape);
     at::Tensor x = input.contiguous();
@@ -170,7 +171,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     std::array<bool, 3> mask) {
     at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
     bool ok = float_type(input) && grad_out.scalar_type() == input.scalar_type() && input.numel() > 0 &&
-              params_ok(input, weight) && params_ok(input, bias);
+              params_ok(input, weight) && params_ok(input, bias) && on_device(input.device(), grad_out) &&
+              on_device(input.device(), mean) && on_device(input.device(), rstd) && on_device(input.device(), weight);
     if (!ok) {
         return cpu_symint<ATEN_OP(native_layer_norm_backward)>(grad_out, input, shape_sym, mean, rstd, weight, bias, mask);
     }
@@ -197,6 +199,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 bool nll_ok(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
     bool w_ok = !weight || !weight->defined() || weight->scalar_type() == self.scalar_type();
     return float_type(self) && target.scalar_type() == at::kLong && (self.dim() == 1 || self.dim() == 2) &&
+           on_device(self.device(), target) && on_device(self.device(), weight) &&
            target.dim() == self.dim() - 1 && (self.dim() == 1 || target.size(0) == self.size(0)) && w_ok &&
            self.size(-1) > 0;
 }
@@ -227,7 +230,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
 at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                              const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
                              const at::Tensor& total_weight) {
-    if (!nll_ok(self, target, weight) || grad_output.scalar_type() != self.scalar_type()) {
+    if (!nll_ok(self, target, weight) || grad_output.scalar_type() != self.scalar_type() ||
+        !on_device(self.device(), grad_output) || !on_device(self.device(), total_weight)) {
         return cpu_symint<ATEN_OP(nll_loss_backward)>(grad_output, self, target, weight, reduction, ignore_index, total_weight);
     }
     int64_t classes = self.size(-1);

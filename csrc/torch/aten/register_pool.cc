@@ -91,7 +91,8 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
 at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c10::IntArrayRef kernel,
                                c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                bool ceil_mode, const at::Tensor& indices) {
-    if (!pool_dtype(self) || grad.scalar_type() != self.scalar_type()) {
+    if (!pool_dtype(self) || grad.scalar_type() != self.scalar_type() || !on_device(self.device(), grad) ||
+        !on_device(self.device(), indices)) {
         return cpu<ATEN_OP(max_pool2d_with_indices_backward)>(grad, self, kernel, stride, padding, dilation, ceil_mode, indices);
     }
     at::Tensor g = grad.contiguous(), idx = indices.contiguous();
@@ -128,7 +129,8 @@ at::Tensor avg_pool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntA
 at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c10::IntArrayRef kernel,
                                c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
                                bool count_include_pad, std::optional<int64_t> divisor_override) {
-    if (!pool_dtype(self) || grad.scalar_type() != self.scalar_type() || (divisor_override && *divisor_override == 0)) {
+    if (!pool_dtype(self) || grad.scalar_type() != self.scalar_type() || (divisor_override && *divisor_override == 0) ||
+        !on_device(self.device(), grad)) {
         return cpu<ATEN_OP(avg_pool2d_backward)>(grad, self, kernel, stride, padding, ceil_mode, count_include_pad,
                                                  divisor_override);
     }
@@ -161,7 +163,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef outpu
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self) {
-    if (!pool_dtype(self) || grad.scalar_type() != self.scalar_type()) {
+    if (!pool_dtype(self) || grad.scalar_type() != self.scalar_type() || !on_device(self.device(), grad)) {
         return cpu<ATEN_OP(_adaptive_avg_pool2d_backward)>(grad, self);
     }
     at::Tensor g = grad.contiguous();

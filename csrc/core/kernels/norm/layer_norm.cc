@@ -12,16 +12,16 @@ namespace {
 using namespace detail::norm;
 
 // Two passes over the row (it is already in cache) rather than one-pass moments: the variance
-// of a row far from zero keeps its precision. y = (x * rstd - mean * rstd) * w + b is PyTorch's
-// order of operations; w = 1 and b = 0 when absent give the same results as skipping them.
+// of a row far from zero keeps its precision. y = (x - mean) * rstd * w + b: subtracting first
+// makes a constant row exactly 0, as on CPU (x * rstd - mean * rstd cancels inexactly);
+// w = 1 and b = 0 when absent give the same results as skipping them.
 template <typename T>
 EMBER_NORM_INLINE void layer_norm_row(T* y, T* mean_out, T* rstd_out, const T* x, const T* w,
                                       const T* b, T eps, int64_t n) {
     const T mean = lane_sum<T>(n, [&](int64_t i) { return x[i]; }) / static_cast<T>(n);
     const T var = lane_sum<T>(n, [&](int64_t i) { return (x[i] - mean) * (x[i] - mean); }) / static_cast<T>(n);
     const T rstd = T(1) / std::sqrt(var + eps);
-    const T shift = -mean * rstd;
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * rstd + shift) * w[i] + b[i];
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
     *mean_out = mean;
     *rstd_out = rstd;
 }

@@ -103,6 +103,7 @@ struct Partial {
     int64_t count = 0;
     double mean = 0, m2 = 0;  // Welford
     bool nan = false;
+    bool integral = false;    // extremes of integer inputs compare in `i`: exact beyond 2^53
 };
 
 template <typename T>
@@ -136,6 +137,17 @@ Partial reduce_range(ReduceOp op, const char* base, const ReduceArgs& a, int64_t
         case ReduceOp::kAmax: case ReduceOp::kMax: case ReduceOp::kArgmax:
         case ReduceOp::kAmin: case ReduceOp::kMin: case ReduceOp::kArgmin: {
             const bool is_max = op == ReduceOp::kAmax || op == ReduceOp::kMax || op == ReduceOp::kArgmax;
+            if constexpr (integral) {
+                r.integral = true;
+                walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t pos) {
+                    int64_t x = static_cast<int64_t>(v);
+                    if (r.index < 0 || (is_max ? x > r.i : x < r.i)) {
+                        r.i = x;
+                        r.index = pos;
+                    }
+                });
+                break;
+            }
             walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t pos) {
                 double x = detail::as_double(v);
                 if (r.nan) return;
@@ -213,10 +225,13 @@ void combine(ReduceOp op, Partial& a, const Partial& b, double p) {
         default: {  // extremes: the earlier range wins ties; NaN wins everything
             const bool is_max = op == ReduceOp::kAmax || op == ReduceOp::kMax || op == ReduceOp::kArgmax;
             if (a.nan || b.index < 0) break;
-            if (a.index < 0 || b.nan || (is_max ? b.f > a.f : b.f < a.f)) {
+            bool better = a.integral ? (is_max ? b.i > a.i : b.i < a.i) : (is_max ? b.f > a.f : b.f < a.f);
+            if (a.index < 0 || b.nan || better) {
                 a.f = b.f;
+                a.i = b.i;
                 a.index = b.index;
                 a.nan = b.nan;
+                a.integral = b.integral;
             }
         }
     }
@@ -238,9 +253,13 @@ void finish(ReduceOp op, const Partial& r, const ReduceArgs& a, char* out, char*
         case ReduceOp::kMean:
             store_value(out, (integral ? static_cast<double>(r.i) : r.f) / static_cast<double>(r.count), dt);
             break;
-        case ReduceOp::kAmax: case ReduceOp::kAmin: store_value(out, r.f, dt); break;
+        case ReduceOp::kAmax: case ReduceOp::kAmin:
+            if (r.integral) store_value(out, r.i, dt);
+            else store_value(out, r.f, dt);
+            break;
         case ReduceOp::kMax: case ReduceOp::kMin:
-            store_value(out, r.f, dt);
+            if (r.integral) store_value(out, r.i, dt);
+            else store_value(out, r.f, dt);
             *reinterpret_cast<int64_t*>(index_out) = r.index;
             break;
         case ReduceOp::kArgmax: case ReduceOp::kArgmin: store_value(out, r.index, dt); break;

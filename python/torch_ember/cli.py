@@ -1,0 +1,27 @@
+"""The `ember` command: `ember <subcommand> [options]` (`ember <subcommand> --help` for each)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# subcommand -> (module with main(argv, prog), one-line help). Modules load only when chosen,
+# so `ember --help` stays quick.
+COMMANDS = {
+    "conformance": ("torch_ember.conformance.run",
+                    "run PyTorch's OpInfo database on ember and compare with the CPU"),
+}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="ember", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, help_text) in COMMANDS.items():
+        # Options belong to the subcommand's own parser (help included), so pass them through.
+        sub.add_parser(name, help=help_text, add_help=False)
+    args, rest = parser.parse_known_args(argv)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    return module.main(rest, prog=f"ember {args.command}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

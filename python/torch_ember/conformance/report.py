@@ -1,0 +1,166 @@
+"""Summaries of conformance results: counts, failure lists, JSON and markdown."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+CLASSES = ("native-pass", "fallback-pass", "fail", "skipped")
+PASSES = ("forward", "backward")
+
+
+def _entries(results):
+    """(row, pass name, result) for every forward and backward result."""
+    for row in results:
+        for kind in PASSES:
+            if kind in row:
+                yield row, kind, row[kind]
+
+
+def failures(results) -> list[dict]:
+    """Failures as flat dicts; `native` means the failing sample ran with no fallback at all,
+    so an ember kernel computed the wrong thing; `crash` that it killed the process."""
+    out = []
+    for row, kind, res in _entries(results):
+        if res["status"] == "fail":
+            out.append({"op": row["op"], "dtype": row["dtype"], "pass": kind,
+                        "native": res.get("native", False), "crash": res.get("crash", False),
+                        "message": res.get("message", ""),
+                        "sample": res.get("sample", ""), "sample_index": res.get("sample_index"),
+                        "failed_samples": res.get("failed_samples"), "samples": res.get("samples"),
+                        "fallback_ops": res.get("sample_fallback", []),
+                        # The harness on just this op and dtype; samples come out the same.
+                        "replay": f"python -m torch_ember.cli conformance --ops {row['op']} "
+                                  f"--dtypes {row['dtype']} --no-isolate "
+                                  f"--max-samples {(res.get('sample_index') or 0) + 1}"})
+    return out
+
+
+def summarize(results, dtypes) -> dict:
+    forward = {d: Counter() for d in dtypes}
+    backward = Counter()
+    skip_reasons = Counter()
+    fallback_ops = Counter()
+    for row, kind, res in _entries(results):
+        (forward[row["dtype"]] if kind == "forward" else backward)[res["status"]] += 1
+        if res["status"] == "skipped":
+            skip_reasons[res.get("reason", "")] += 1
+        fallback_ops.update(res.get("fallback_ops", []))
+    fails = failures(results)
+    return {
+        "forward": {d: {c: forward[d][c] for c in CLASSES} for d in dtypes},
+        "backward": {c: backward[c] for c in CLASSES},
+        "skip_reasons": dict(skip_reasons.most_common()),
+        # How many (op, dtype, pass) results each aten op fell back in: the kernels worth writing.
+        "fallback_ops": dict(fallback_ops.most_common()),
+        "crashes": [f for f in fails if f["crash"]],
+        "native_failures": [f for f in fails if f["native"] and not f["crash"]],
+        "fallback_failures": [f for f in fails if not f["native"] and not f["crash"]],
+    }
+
+
+def _count_table(summary) -> list[list[str]]:
+    rows = [["", *CLASSES]]
+    for d, counts in summary["forward"].items():
+        rows.append([d, *(str(counts[c]) for c in CLASSES)])
+    if any(summary["backward"].values()):
+        rows.append(["float32 backward", *(str(summary["backward"][c]) for c in CLASSES)])
+    total = [sum(int(r[i]) for r in rows[1:]) for i in range(1, len(CLASSES) + 1)]
+    rows.append(["total", *map(str, total)])
+    return rows
+
+
+def _failure_line(f, limit=None) -> str:
+    msg = f["message"] if limit is None else f["message"][:limit]
+    return f"{f['op']} [{f['dtype']} {f['pass']}]: {msg}"
+
+
+def format_summary(data, max_fallback_failures: int = 40) -> str:
+    s, meta = data["summary"], data["meta"]
+    table = _count_table(s)
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines = [f"ember OpInfo conformance: {meta['ops']} OpInfos, {meta['seconds']}s"]
+    lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+              for r in table]
+    if s["skip_reasons"]:
+        lines.append("skipped: " + ", ".join(f"{r} ({n})" for r, n in s["skip_reasons"].items()))
+    for title, key in (("crashes and hangs (the process died; no value compared)", "crashes"),
+                       ("failures in native kernels (no fallback in the failing sample)",
+                        "native_failures")):
+        lines.append(f"\n{title}: {len(s[key])}")
+        for f in s[key]:
+            lines.append("  " + _failure_line(f))
+            lines.append(f"      sample #{f['sample_index']}: {f['sample']}")
+            lines.append(f"      replay: {f['replay']}")
+    fb = s["fallback_failures"]
+    lines.append(f"\nfailures involving CPU-fallback ops: {len(fb)}")
+    for f in fb[:max_fallback_failures]:
+        lines.append(f"  {_failure_line(f, 160)}  (fell back: {', '.join(f['fallback_ops'])})")
+    if len(fb) > max_fallback_failures:
+        lines.append(f"  ... {len(fb) - max_fallback_failures} more in the JSON/markdown report")
+    return "\n".join(lines)
+
+
+def write_json(data, path) -> None:
+    Path(path).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _md_escape(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header, rows) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _status_cell(res) -> str:
+    if res is None:
+        return ""
+    return f"skipped ({res.get('reason', '')})" if res["status"] == "skipped" else res["status"]
+
+
+def _detail(res) -> str:
+    if res is None:
+        return ""
+    if res["status"] == "fail":
+        return f"{res.get('message', '')}; sample #{res.get('sample_index')}: {res.get('sample')}"
+    return res.get("note", "")
+
+
+def to_markdown(data) -> str:
+    s, meta = data["summary"], data["meta"]
+    out = ["# ember OpInfo conformance", "",
+           f"torch {meta['torch']}, torch_ember {meta['torch_ember']}: {meta['ops']} OpInfos, "
+           f"dtypes {', '.join(meta['dtypes'])}, up to {meta['max_samples']} samples each, "
+           f"{meta['seconds']} s.", ""]
+    counts = _count_table(s)
+    out += _md_table(counts[0], counts[1:])
+    for title, fails in (("Crashes and hangs", s["crashes"]),
+                         ("Failures in native kernels", s["native_failures"]),
+                         ("Failures involving CPU-fallback ops", s["fallback_failures"])):
+        out += ["", f"## {title} ({len(fails)})", ""]
+        if fails:
+            out += _md_table(["op", "dtype", "pass", "message", "sample", "fell back"],
+                             [[f["op"], f["dtype"], f["pass"], f["message"],
+                               f"#{f['sample_index']}: {f['sample']}", ", ".join(f["fallback_ops"])]
+                              for f in fails])
+    if s["fallback_ops"]:
+        out += ["", "## Ops that ran on the CPU fallback", ""]
+        out += _md_table(["aten op", "results"], [[k, v] for k, v in s["fallback_ops"].items()])
+    out += ["", "## All results", ""]
+    rows = []
+    for row in data["results"]:
+        fwd, bwd = row["forward"], row.get("backward")
+        fell = sorted(set(fwd.get("fallback_ops", [])) | set((bwd or {}).get("fallback_ops", [])))
+        detail = " / ".join(d for d in (_detail(fwd), _detail(bwd) and "backward: " + _detail(bwd))
+                            if d)
+        rows.append([row["op"], row["dtype"], _status_cell(fwd), _status_cell(bwd),
+                     ", ".join(fell), detail])
+    out += _md_table(["op", "dtype", "forward", "backward", "fell back", "detail"], rows)
+    return "\n".join(out) + "\n"
+
+
+def write_markdown(data, path) -> None:
+    Path(path).write_text(to_markdown(data))
