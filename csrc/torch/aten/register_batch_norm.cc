@@ -8,14 +8,10 @@
 #include <torch/library.h>
 
 #include "../fallback.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 bool same_float(const at::Tensor& x, const std::optional<at::Tensor>& t) {
     return !t || !t->defined() || t->scalar_type() == x.scalar_type();

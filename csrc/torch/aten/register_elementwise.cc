@@ -12,6 +12,7 @@
 
 #include "../fallback.h"
 #include "elementwise_iter.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
@@ -19,11 +20,6 @@ namespace {
 using kernels::BinaryOp;
 using kernels::UnaryOp;
 using at::TensorIterator;
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 at::Tensor scalar_tensor(const c10::Scalar& s) {
     at::Tensor t = c10::scalar_to_tensor(s);

@@ -13,19 +13,10 @@
 #include "../fallback.h"
 #include "kernels/fill.h"
 #include "kernels/index/index.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
-
-template <class Op, class... Args>
-decltype(auto) cpu_symint(Args&&... args) {
-    return at::native::call_fallback_fn_symint<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 // `t` seen as [outer, size(dim), inner] (any strides; dims folded only where memory allows,
 // otherwise the caller passes a contiguous tensor).
@@ -36,14 +27,6 @@ kernels::TensorView fold3(const at::Tensor& t, int64_t dim) {
     for (int64_t d = dim + 1; d < c.dim(); ++d) inner *= c.size(d);
     at::Tensor v = c.view({outer, c.size(dim), inner});
     return view_of(v);
-}
-
-template <typename F>
-void queue(const at::Tensor& like, const char* name, F&& fn) {
-    c10::DeviceGuard guard(like.device());
-    runtime::Device& dev = tensor_device(like);
-    runtime::ThreadPool* pool = &dev.pool();
-    enqueue(dev.current_stream(), name, [fn = std::forward<F>(fn), pool] { return fn(pool); });
 }
 
 bool plain_dtype(c10::ScalarType t) { return !at::isComplexType(t) && has_dtype(t); }

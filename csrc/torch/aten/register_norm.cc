@@ -10,20 +10,10 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "kernels/norm/norm.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
-
-// For ops whose schema has SymInt arguments.
-template <class Op, class... Args>
-decltype(auto) cpu_symint(Args&&... args) {
-    return at::native::call_fallback_fn_symint<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 bool float_type(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()); }
 
@@ -54,14 +44,6 @@ kernels::TensorView stats_view(const at::Tensor& t) {
     kernels::TensorView v = rows_view(t, 1);
     v.ndim = 1;
     return v;
-}
-
-template <typename F>
-void queue(const at::Tensor& like, const char* name, F&& fn) {
-    c10::DeviceGuard guard(like.device());
-    runtime::Device& dev = tensor_device(like);
-    runtime::ThreadPool* pool = &dev.pool();
-    enqueue(dev.current_stream(), name, [fn = std::forward<F>(fn), pool] { return fn(pool); });
 }
 
 // ---- softmax / log_softmax --------------------------------------------------------------------

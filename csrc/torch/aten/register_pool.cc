@@ -11,19 +11,10 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "kernels/pool/pool.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
-
-template <class Op, class... Args>
-decltype(auto) cpu_symint(Args&&... args) {
-    return at::native::call_fallback_fn_symint<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 bool pool_dtype(const at::Tensor& t) {
     return (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble || t.scalar_type() == at::kBFloat16) &&
@@ -38,14 +29,6 @@ int64_t pick(c10::IntArrayRef v, int i, int64_t dflt) {
 kernels::TensorView planes(const at::Tensor& t) {
     int64_t h = t.size(-2), w = t.size(-1);
     return view_of(t.view({-1, h, w}));
-}
-
-template <typename F>
-void queue(const at::Tensor& like, const char* name, F&& fn) {
-    c10::DeviceGuard guard(like.device());
-    runtime::Device& dev = tensor_device(like);
-    runtime::ThreadPool* pool = &dev.pool();
-    enqueue(dev.current_stream(), name, [fn = std::forward<F>(fn), pool] { return fn(pool); });
 }
 
 std::vector<int64_t> with_spatial(const at::Tensor& x, int64_t oh, int64_t ow) {

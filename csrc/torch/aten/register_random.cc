@@ -14,14 +14,10 @@
 #include "../fallback.h"
 #include "../generator.h"
 #include "kernels/random/random.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 kernels::PhiloxState reserve(const std::optional<at::Generator>& generator, const at::Tensor& self, uint64_t draws) {
     at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(self.device().index());

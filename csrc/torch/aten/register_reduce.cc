@@ -13,16 +13,12 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "kernels/reduce/reduce.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
 
 using kernels::ReduceOp;
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 struct Plan {
     std::vector<int64_t> out_shape;  // as PyTorch reports it (keepdim respected)

@@ -9,16 +9,12 @@
 
 #include "../fallback.h"
 #include "elementwise_iter.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
 
 using kernels::TernaryOp;
-
-template <class Op, class... Args>
-decltype(auto) cpu(Args&&... args) {
-    return at::native::call_fallback_fn<&ember_cpu_fallback, Op>::call(std::forward<Args>(args)...);
-}
 
 at::TensorIterator promoting_iter(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                                   const at::Tensor& c) {
