@@ -206,3 +206,22 @@ def test_isinf_family(dtype, native_only):
     y = torch.tensor([1.0, float("inf"), -float("inf"), float("nan")]).to(dtype)
     same_outcome(torch.isneginf, y)
     same_outcome(torch.isposinf, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool])
+@pytest.mark.parametrize("value", [0.5, -3, True, float("-inf")])
+def test_masked_fill(dtype, value):
+    x = sample((4, 5), dtype)
+    mask = sample((5,), torch.bool, seed=2)
+    same_outcome(lambda t, m: t.clone().masked_fill_(m, value), x, mask)
+    same_outcome(lambda t, m: t.masked_fill(m, value), x, mask)
+    same_outcome(lambda t, m: t.masked_fill(m, torch.tensor(1)), x, mask)
+    same_outcome(lambda t, m: t.clone().masked_fill_(m.expand(3, 4, 5), value), x, mask)  # CPU refuses
+
+
+def test_masked_fill_in_attention_masks_is_native(native_only):
+    scores = torch.randn(2, 3, 4, 4, device="ember")
+    causal = torch.ones(4, 4, dtype=torch.bool, device="ember").triu(1)
+    out = scores.masked_fill(causal, float("-inf")).softmax(-1)
+    ref = scores.cpu().masked_fill(causal.cpu(), float("-inf")).softmax(-1)
+    torch.testing.assert_close(out.cpu(), ref)

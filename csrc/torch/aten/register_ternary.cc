@@ -138,6 +138,28 @@ at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tens
     return lerp_tensor_out(self, end, weight, self);
 }
 
+// ---- masked_fill_: self = where(mask, value, self), value first converted to self's dtype ----
+
+at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+    bool ok = mask.scalar_type() == at::kBool && mask.device() == self.device() && !self.is_complex() &&
+              !value.isComplex() && self.scalar_type() != at::kBool &&
+              (at::isFloatingType(self.scalar_type()) || !value.isFloatingPoint());
+    if (!ok) return cpu<ATEN_OP2(masked_fill_, Scalar)>(self, mask, value);
+    at::Tensor v = c10::scalar_to_tensor(value).to(self.scalar_type());
+    v.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return where_out(mask, v, self, self);
+}
+
+at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+    TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                value.dim(), " dimension(s).");
+    if (value.device().is_cpu()) return masked_fill_scalar(self, mask, value.item());
+    bool ok = mask.scalar_type() == at::kBool && mask.device() == self.device() && value.device() == self.device() &&
+              value.scalar_type() == self.scalar_type() && !self.is_complex() && self.scalar_type() != at::kBool;
+    if (!ok) return cpu<ATEN_OP2(masked_fill_, Tensor)>(self, mask, value);
+    return where_out(mask, value, self, self);
+}
+
 // ---- threshold_backward (relu's backward): grad where self > threshold, else 0 --------------
 
 at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& threshold,
@@ -155,6 +177,8 @@ at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, co
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("masked_fill_.Scalar", masked_fill_scalar);
+    m.impl("masked_fill_.Tensor", masked_fill_tensor);
     m.impl("threshold_backward", threshold_backward);
     m.impl("threshold_backward.grad_input", threshold_backward_out);
     m.impl("where.self", where_self);
