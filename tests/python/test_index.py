@@ -94,3 +94,26 @@ def test_cumsum(dtype, native_only):
 def test_arange(args, dtype, native_only):
     torch.testing.assert_close(torch.arange(*args, dtype=dtype, device="ember").cpu(),
                                torch.arange(*args, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_gather(dtype, dim, native_only):
+    x = sample((3, 4, 5), dtype)
+    g = torch.Generator().manual_seed(5)
+    size = list(x.shape)
+    size[dim] = 2
+    idx = torch.randint(0, x.shape[dim], size, generator=g)
+    same_outcome(lambda a, i: torch.gather(a, dim, i), x, idx)
+    same_outcome(lambda a, i: torch.gather(a.transpose(0, 2), dim, i.transpose(0, 2)), x, idx)
+
+
+def test_take_along_dim_matches_cpu():
+    x = sample((3, 4, 5), torch.float32)
+    idx = torch.randint(0, 4, (3, 2, 5), generator=torch.Generator().manual_seed(6))
+    same_outcome(lambda a, i: torch.take_along_dim(a, i, 1), x, idx)
+
+
+def test_gather_out_of_range_is_a_device_error():
+    x = torch.randn(3, 4)
+    same_outcome(lambda a, i: torch.gather(a, 1, i), x, torch.tensor([[0, 4]] * 3))

@@ -118,6 +118,31 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
     return out;
 }
 
+// ---- gather -----------------------------------------------------------------------------------
+
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad, at::Tensor& out) {
+    bool ok = !sparse_grad && index.scalar_type() == at::kLong && index.dim() == self.dim() &&
+              plain_dtype(self.scalar_type()) && out.scalar_type() == self.scalar_type() &&
+              on_device(self.device(), index) && on_device(self.device(), out);
+    if (ok) {
+        int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+        for (int64_t k = 0; ok && k < self.dim(); ++k) ok = k == d || index.size(k) <= self.size(k);
+    }
+    if (!ok) return cpu<ATEN_OP2(gather, out)>(self, dim, index, sparse_grad, out);
+    dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    at::native::resize_output(out, index.sizes());
+    if (index.numel() == 0) return out;
+    kernels::TensorView o = view_of(out), i = view_of(self), x = view_of(index);
+    int d = static_cast<int>(dim);
+    queue(out, "gather", [o, i, x, d](runtime::ThreadPool* p) { return kernels::gather(o, i, x, d, p); });
+    return out;
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+    at::Tensor out = at::empty({0}, self.options());
+    return gather_out(self, dim, index, sparse_grad, out);
+}
+
 // ---- tril / triu ------------------------------------------------------------------------------
 
 at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out, bool lower) {
@@ -219,6 +244,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("index_select", index_select);
     m.impl("index_select.out", index_select_out);
     m.impl("embedding_dense_backward", embedding_dense_backward);
+    m.impl("gather", gather);
+    m.impl("gather.out", gather_out);
     m.impl("tril", tril_fn);
     m.impl("tril.out", tril_out);
     m.impl("tril_", tril__fn);

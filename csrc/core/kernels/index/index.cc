@@ -54,6 +54,45 @@ Status index_select(const TensorView& out, const TensorView& in, const TensorVie
     return Status();
 }
 
+Status gather(const TensorView& out, const TensorView& in, const TensorView& index, int dim,
+              runtime::ThreadPool* pool) {
+    if (out.ndim != index.ndim || in.ndim != index.ndim || dim < 0 || dim >= std::max(1, in.ndim)) {
+        return invalid_argument("gather: out, input and index need the same rank");
+    }
+    if (index.dtype != DType::kInt64 || in.dtype != out.dtype) return invalid_argument("gather: dtypes");
+    const int nd = index.ndim;
+    const int64_t n = index.numel(), es = element_size(in.dtype);
+    const int64_t limit = nd == 0 ? 1 : in.sizes[dim];
+    // Checked first, so a bad index leaves out untouched (the error surfaces at the next sync).
+    auto offset = [&](const TensorView& v, int64_t linear, int skip, int64_t replace) {
+        int64_t off = 0;
+        for (int d = nd - 1; d >= 0; --d) {
+            int64_t c = linear % index.sizes[d];
+            linear /= index.sizes[d];
+            off += (d == skip ? replace : c) * v.strides[d];
+        }
+        return off;
+    };
+    const auto* idx = static_cast<const int64_t*>(index.data);
+    for (int64_t p = 0; p < n; ++p) {
+        int64_t j = idx[offset(index, p, -1, 0)];
+        if (j < 0 || j >= limit) {
+            return invalid_argument("gather: index " + std::to_string(j) + " is out of bounds for dimension " +
+                                    std::to_string(dim) + " with size " + std::to_string(limit));
+        }
+    }
+    auto body = [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+            int64_t j = idx[offset(index, p, -1, 0)];
+            std::memcpy(static_cast<char*>(out.data) + offset(out, p, -1, 0) * es,
+                        static_cast<const char*>(in.data) + offset(in, p, nd == 0 ? -1 : dim, j) * es, es);
+        }
+    };
+    if (pool) pool->parallel_for(n, runtime::kParallelGrain / 4, body);
+    else body(0, n);
+    return Status();
+}
+
 Status index_add_rows(const TensorView& out, const TensorView& src, const TensorView& index,
                       int64_t skip, runtime::ThreadPool* pool) {
     if (out.ndim != 2 || src.ndim != 2 || index.ndim != 1 || index.dtype != DType::kInt64) {

@@ -16,6 +16,12 @@ namespace ember::kernels {
 Status index_select(const TensorView& out, const TensorView& in, const TensorView& index,
                     runtime::ThreadPool* pool);
 
+// out[p] = in[p with coordinate `dim` replaced by index[p]] for every position p of index
+// (torch.gather): out and index have the same shape; in has the same rank and may be larger in
+// the other dims. An index outside [0, in.sizes[dim]) fails with "index out of bounds".
+Status gather(const TensorView& out, const TensorView& in, const TensorView& index, int dim,
+              runtime::ThreadPool* pool);
+
 // out[index[i], k] += src[i, k] for 2-d out [n, inner] and src [count, inner], skipping rows
 // whose index equals `skip` (embedding's padding_idx; pass -1 for none). Accumulation order
 // per element is the order of `index`, so results are deterministic; work splits over columns.
