@@ -1,8 +1,6 @@
 // Matrix products: mm, bmm, addmm, baddbmm and their out= and in-place forms, which is what
 // matmul, linear and their backwards reach. Each queues one kernels::gemm on the stream.
 // Dtypes the GEMM does not take (integers) go to the CPU fallback like any missing kernel.
-#include <ATen/Operators.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
@@ -11,8 +9,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "../context.h"
-#include "../fallback.h"
+#include "glue.h"
 #include "kernels/gemm/gemm.h"
 
 namespace ember::torch_glue {
@@ -65,13 +62,9 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-    if (!gemm_dtype(self.scalar_type())) {
-        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(mm)>::call(self, mat2);
-    }
-    check_operands("mm", self, mat2, 2);
-    at::Tensor out = at::empty({self.size(0), mat2.size(1)}, self.options());
-    queue_gemm(out, self, mat2, 0, 1);
-    return out;
+    if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP(mm)>(self, mat2);
+    at::Tensor out = at::empty({0}, self.options());
+    return mm_out(self, mat2, out);
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
@@ -82,13 +75,9 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-    if (!gemm_dtype(self.scalar_type())) {
-        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(bmm)>::call(self, mat2);
-    }
-    check_operands("bmm", self, mat2, 3);
-    at::Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
-    queue_gemm(out, self, mat2, 0, 1);
-    return out;
+    if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP(bmm)>(self, mat2);
+    at::Tensor out = at::empty({0}, self.options());
+    return bmm_out(self, mat2, out);
 }
 
 // addmm/baddbmm: out = beta * input + alpha * (a @ b), input broadcast to the product's shape.
@@ -114,9 +103,7 @@ at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const 
 
 at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                  const c10::Scalar& beta, const c10::Scalar& alpha) {
-    if (!gemm_dtype(a.scalar_type())) {
-        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(addmm)>::call(input, a, b, beta, alpha);
-    }
+    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(addmm)>(input, a, b, beta, alpha);
     at::Tensor out = at::empty({0}, a.options());
     return add_product_out(input, a, b, beta, alpha, out, 2);
 }
@@ -133,9 +120,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
 
 at::Tensor baddbmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                    const c10::Scalar& beta, const c10::Scalar& alpha) {
-    if (!gemm_dtype(a.scalar_type())) {
-        return at::native::call_fallback_fn<&ember_cpu_fallback, ATEN_OP(baddbmm)>::call(input, a, b, beta, alpha);
-    }
+    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(baddbmm)>(input, a, b, beta, alpha);
     at::Tensor out = at::empty({0}, a.options());
     return add_product_out(input, a, b, beta, alpha, out, 3);
 }

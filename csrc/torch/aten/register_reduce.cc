@@ -161,7 +161,7 @@ EMBER_EXTREME(amax, ReduceOp::kAmax)
 EMBER_EXTREME(amin, ReduceOp::kAmin)
 #undef EMBER_EXTREME
 
-#define EMBER_EXTREME_WITH_INDEX(name, kOp, overload)                                              \
+#define EMBER_EXTREME_WITH_INDEX(name, kOp)                                              \
     std::tuple<at::Tensor, at::Tensor> name##_dim(const at::Tensor& self, int64_t dim, bool keepdim) { \
         if (!reducible(self) || self.scalar_type() == at::kBool)                                   \
             return cpu<ATEN_OP2(name, dim)>(self, dim, keepdim);                                   \
@@ -180,8 +180,8 @@ EMBER_EXTREME(amin, ReduceOp::kAmin)
         return out;                                                                                \
     }
 
-EMBER_EXTREME_WITH_INDEX(max, ReduceOp::kMax, dim)
-EMBER_EXTREME_WITH_INDEX(min, ReduceOp::kMin, dim)
+EMBER_EXTREME_WITH_INDEX(max, ReduceOp::kMax)
+EMBER_EXTREME_WITH_INDEX(min, ReduceOp::kMin)
 #undef EMBER_EXTREME_WITH_INDEX
 
 #define EMBER_ARG_EXTREME(name, kOp)                                                               \
