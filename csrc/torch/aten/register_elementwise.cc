@@ -257,7 +257,95 @@ EMBER_UNARY_OP(tanh, UnaryOp::kTanh, unary_float_op, false)
 EMBER_UNARY_OP(sin, UnaryOp::kSin, unary_float_op, false)
 EMBER_UNARY_OP(cos, UnaryOp::kCos, unary_float_op, false)
 EMBER_UNARY_OP(silu, UnaryOp::kSilu, unary_op, false)
+EMBER_UNARY_OP(erf, UnaryOp::kErf, unary_float_op, false)
+EMBER_UNARY_OP(log1p, UnaryOp::kLog1p, unary_float_op, false)
+EMBER_UNARY_OP(expm1, UnaryOp::kExpm1, unary_float_op, false)
+EMBER_UNARY_OP(floor, UnaryOp::kFloor, unary_op, true)
+EMBER_UNARY_OP(ceil, UnaryOp::kCeil, unary_op, true)
+EMBER_UNARY_OP(trunc, UnaryOp::kTrunc, unary_op, true)
+EMBER_UNARY_OP(round, UnaryOp::kRound, unary_op, true)
+EMBER_UNARY_OP(sign, UnaryOp::kSign, unary_op, true)
 #undef EMBER_UNARY_OP
+
+// ---- activations with parameters, their backwards, and the bitwise family -----------------
+// Only the structured out= forms are registered: PyTorch derives the functional and in-place
+// forms from them for every backend.
+
+at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+    auto iter = TensorIterator::unary_op(out, self);
+    if (!native_compute(iter, false)) return cpu<ATEN_OP2(gelu, out)>(self, approximate, out);
+    queue_unary(approximate == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGelu, iter);
+    return out;
+}
+
+at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
+                              at::Tensor& grad_input) {
+    auto iter = TensorIterator::binary_op(grad_input, grad, self);
+    if (!native_compute(iter, false))
+        return cpu<ATEN_OP2(gelu_backward, grad_input)>(grad, self, approximate, grad_input);
+    queue_binary(approximate == "tanh" ? BinaryOp::kGeluTanhBackward : BinaryOp::kGeluBackward, iter);
+    return grad_input;
+}
+
+// softplus runs natively with its defaults (beta 1, threshold 20), which is what models use.
+bool softplus_defaults(const c10::Scalar& beta, const c10::Scalar& threshold) {
+    return beta.toDouble() == 1.0 && threshold.toDouble() == 20.0;
+}
+
+at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold,
+                         at::Tensor& out) {
+    auto iter = TensorIterator::unary_op(out, self);
+    if (!native_compute(iter, false) || !softplus_defaults(beta, threshold))
+        return cpu<ATEN_OP2(softplus, out)>(self, beta, threshold, out);
+    queue_unary(UnaryOp::kSoftplus, iter);
+    return out;
+}
+
+at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& beta,
+                                  const c10::Scalar& threshold, at::Tensor& grad_input) {
+    auto iter = TensorIterator::binary_op(grad_input, grad, self);
+    if (!native_compute(iter, false) || !softplus_defaults(beta, threshold))
+        return cpu<ATEN_OP2(softplus_backward, grad_input)>(grad, self, beta, threshold, grad_input);
+    queue_binary(BinaryOp::kSoftplusBackward, iter);
+    return grad_input;
+}
+
+#define EMBER_OUTPUT_BACKWARD(name, kOp)                                                         \
+    at::Tensor& name##_out(const at::Tensor& grad, const at::Tensor& output, at::Tensor& grad_input) { \
+        auto iter = TensorIterator::binary_op(grad_input, grad, output);                          \
+        if (!native_compute(iter, false))                                                         \
+            return cpu<ATEN_OP2(name, grad_input)>(grad, output, grad_input);                    \
+        queue_binary(kOp, iter);                                                                  \
+        return grad_input;                                                                        \
+    }
+EMBER_OUTPUT_BACKWARD(sigmoid_backward, BinaryOp::kSigmoidBackward)
+EMBER_OUTPUT_BACKWARD(tanh_backward, BinaryOp::kTanhBackward)
+#undef EMBER_OUTPUT_BACKWARD
+
+// Floating inputs go to the CPU path, which raises PyTorch's own error for them.
+bool native_bitwise(const at::TensorIteratorBase& iter) {
+    return at::isIntegralType(iter.common_dtype(), /*includeBool=*/true) && native_compute(iter, true, true);
+}
+
+at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
+    auto iter = TensorIterator::unary_op(out, self);
+    if (!native_bitwise(iter)) return cpu<ATEN_OP2(bitwise_not, out)>(self, out);
+    queue_unary(UnaryOp::kBitwiseNot, iter);
+    return out;
+}
+
+#define EMBER_BITWISE_OP(name, kOp)                                                              \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {   \
+        auto iter = TensorIterator::binary_op(out, self, other);                                 \
+        if (!native_bitwise(iter))                                                               \
+            return cpu<ATEN_OP2(name, Tensor_out)>(self, other, out);                            \
+        queue_binary(kOp, iter);                                                                 \
+        return out;                                                                              \
+    }
+EMBER_BITWISE_OP(bitwise_and, BinaryOp::kBitwiseAnd)
+EMBER_BITWISE_OP(bitwise_or, BinaryOp::kBitwiseOr)
+EMBER_BITWISE_OP(bitwise_xor, BinaryOp::kBitwiseXor)
+#undef EMBER_BITWISE_OP
 
 // relu has no out= form and keeps integer dtypes.
 at::Tensor relu_fn(const at::Tensor& self) {
@@ -394,7 +482,25 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     EMBER_REGISTER_UNARY(sin)
     EMBER_REGISTER_UNARY(cos)
     EMBER_REGISTER_UNARY(silu)
+    EMBER_REGISTER_UNARY(erf)
+    EMBER_REGISTER_UNARY(log1p)
+    EMBER_REGISTER_UNARY(expm1)
+    EMBER_REGISTER_UNARY(floor)
+    EMBER_REGISTER_UNARY(ceil)
+    EMBER_REGISTER_UNARY(trunc)
+    EMBER_REGISTER_UNARY(round)
+    EMBER_REGISTER_UNARY(sign)
 #undef EMBER_REGISTER_UNARY
+    m.impl("gelu.out", gelu_out);
+    m.impl("gelu_backward.grad_input", gelu_backward_out);
+    m.impl("softplus.out", softplus_out);
+    m.impl("softplus_backward.grad_input", softplus_backward_out);
+    m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
+    m.impl("tanh_backward.grad_input", tanh_backward_out);
+    m.impl("bitwise_not.out", bitwise_not_out);
+    m.impl("bitwise_and.Tensor_out", bitwise_and_out);
+    m.impl("bitwise_or.Tensor_out", bitwise_or_out);
+    m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
     m.impl("relu", relu_fn);
     m.impl("relu_", relu__fn);
 }

@@ -7,6 +7,28 @@
 namespace ember::kernels {
 namespace {
 
+// Activation backwards with PyTorch's CPU formulas (gelu: aten/src/ATen/native/cpu/Activation.cpp).
+template <typename T>
+inline T gelu_backward(T g, T x) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
+    const T pdf = std::exp(T(-0.5) * x * x) * T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    return g * (cdf + x * pdf);
+}
+template <typename T>
+inline T gelu_tanh_backward(T g, T x) {
+    const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
+    const T x2 = x * x, inner = beta * (x + kappa * x2 * x), t = std::tanh(inner);
+    const T left = T(0.5) * x, right = T(1) + t;
+    const T dleft = T(0.5) * right, dright = left * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * x2);
+    return g * (dleft + dright);
+}
+template <typename T>
+inline T softplus_backward(T g, T x) {
+    if (x > T(20)) return g;
+    const T z = std::exp(x);
+    return g * z / (z + T(1));
+}
+
 // NaN propagates through maximum/minimum, as in torch.maximum.
 #define EMBER_BINARY_FLOAT_BODY(T)                                                              \
     switch (op) {                                                                               \
@@ -29,6 +51,22 @@ namespace {
         case BinaryOp::kLe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] <= b[i]; break;         \
         case BinaryOp::kGt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i]; break;          \
         case BinaryOp::kGe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] >= b[i]; break;         \
+        case BinaryOp::kSigmoidBackward:                                                        \
+            for (int64_t i = 0; i < n; ++i) y[i] = a[i] * (T(1) - b[i]) * b[i];                 \
+            break;                                                                              \
+        case BinaryOp::kTanhBackward:                                                           \
+            for (int64_t i = 0; i < n; ++i) y[i] = a[i] * (T(1) - b[i] * b[i]);                 \
+            break;                                                                              \
+        case BinaryOp::kGeluBackward:                                                           \
+            for (int64_t i = 0; i < n; ++i) y[i] = gelu_backward(a[i], b[i]);                   \
+            break;                                                                              \
+        case BinaryOp::kGeluTanhBackward:                                                       \
+            for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh_backward(a[i], b[i]);              \
+            break;                                                                              \
+        case BinaryOp::kSoftplusBackward:                                                       \
+            for (int64_t i = 0; i < n; ++i) y[i] = softplus_backward(a[i], b[i]);               \
+            break;                                                                              \
+        default: break; /* bitwise ops: integers only, refused by binary() */                  \
     }
 
 EMBER_SIMD_CLONES void binary_f32(BinaryOp op, float* y, const float* a, const float* b, float alpha,
@@ -53,11 +91,19 @@ EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, con
         case BinaryOp::kLe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] <= b[i]; break;
         case BinaryOp::kGt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i]; break;
         case BinaryOp::kGe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] >= b[i]; break;
-        default: break;  // div and pow on integers are not routed here
+        case BinaryOp::kBitwiseAnd: for (int64_t i = 0; i < n; ++i) y[i] = a[i] & b[i]; break;
+        case BinaryOp::kBitwiseOr: for (int64_t i = 0; i < n; ++i) y[i] = a[i] | b[i]; break;
+        case BinaryOp::kBitwiseXor: for (int64_t i = 0; i < n; ++i) y[i] = a[i] ^ b[i]; break;
+        default: break;  // div, pow and the float-only backwards are not routed here
     }
 }
 
-bool integer_op(BinaryOp op) { return op != BinaryOp::kDiv && op != BinaryOp::kPow; }
+bool bitwise_op(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd; }
+bool float_only_op(BinaryOp op) {
+    return op == BinaryOp::kDiv || op == BinaryOp::kPow ||
+           (op >= BinaryOp::kSigmoidBackward && !bitwise_op(op));
+}
+bool integer_op(BinaryOp op) { return !float_only_op(op); }
 
 template <typename C, typename F>
 void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
@@ -82,13 +128,20 @@ void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
 
 const char* op_name(BinaryOp op) {
     static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                  "eq", "ne", "lt", "le", "gt", "ge"};
+                                  "eq", "ne", "lt", "le", "gt", "ge", "sigmoid_backward",
+                                  "tanh_backward", "gelu_backward", "gelu_tanh_backward",
+                                  "softplus_backward", "bitwise_and", "bitwise_or", "bitwise_xor"};
     return names[static_cast<int>(op)];
 }
 
 Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Scalar& alpha,
               runtime::ThreadPool* pool) {
     if (loop.nops != 3) return invalid_argument("binary: expected two inputs and one output");
+    const bool floating = compute == DType::kFloat32 || compute == DType::kBFloat16 ||
+                          compute == DType::kFloat16 || compute == DType::kFloat64;
+    if (bitwise_op(op) && floating) {
+        return invalid_argument(std::string(op_name(op)) + " needs integer or bool tensors");
+    }
     switch (compute) {
         case DType::kFloat32: case DType::kBFloat16: case DType::kFloat16: {
             float al = alpha.kind == Scalar::Kind::kFloat ? static_cast<float>(alpha.f) : static_cast<float>(alpha.i);

@@ -29,6 +29,14 @@ struct ElementwiseLoop {
 
 enum class UnaryOp : int8_t {
     kNeg, kAbs, kReciprocal, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kSilu, kRelu, kSin, kCos,
+    kErf, kLog1p, kExpm1,
+    kGelu,      // x * Phi(x), the exact (erf) form
+    kGeluTanh,  // gelu's tanh approximation
+    kSoftplus,  // log(1 + exp(x)), linear above 20 (beta 1, threshold 20)
+    kFloor, kCeil, kTrunc,
+    kRound,     // half to even, as torch.round
+    kSign,      // -1, 0 or 1; 0 for NaN
+    kBitwiseNot,  // ~x for integers, logical not for bool
 };
 
 enum class BinaryOp : int8_t {
@@ -36,6 +44,10 @@ enum class BinaryOp : int8_t {
     kSub,       // a - alpha * b
     kMul, kDiv, kPow, kMaximum, kMinimum,
     kEq, kNe, kLt, kLe, kGt, kGe,  // produce 0/1, stored to the output's dtype (bool)
+    // Activation backwards: a is the incoming gradient, b the saved output (sigmoid, tanh) or
+    // input (gelu, softplus).
+    kSigmoidBackward, kTanhBackward, kGeluBackward, kGeluTanhBackward, kSoftplusBackward,
+    kBitwiseAnd, kBitwiseOr, kBitwiseXor,  // integers and bool only
 };
 
 enum class TernaryOp : int8_t {

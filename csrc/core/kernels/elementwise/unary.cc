@@ -14,6 +14,19 @@ inline double ex(double x) { return std::exp(x); }
 inline float th(float x) { return vmath::tanh(x); }
 inline double th(double x) { return std::tanh(x); }
 
+// The constants PyTorch's CPU kernels use, so results round the same way.
+template <typename T>
+inline T gelu(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); }
+template <typename T>
+inline T gelu_tanh(T x) {
+    const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
+    return T(0.5) * x * (T(1) + th(beta * (x + kappa * x * x * x)));
+}
+template <typename T>
+inline T softplus(T x) { return x > T(20) ? x : std::log1p(ex(x)); }
+template <typename T>
+inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
+
 // One body for float and double: the math is the same, the precision follows the type.
 #define EMBER_UNARY_BODY(T)                                                        \
     switch (op) {                                                                  \
@@ -35,6 +48,18 @@ inline double th(double x) { return std::tanh(x); }
         case UnaryOp::kRelu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i]; break; \
         case UnaryOp::kSin: for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]); break; \
         case UnaryOp::kCos: for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]); break; \
+        case UnaryOp::kErf: for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]); break; \
+        case UnaryOp::kLog1p: for (int64_t i = 0; i < n; ++i) y[i] = std::log1p(x[i]); break; \
+        case UnaryOp::kExpm1: for (int64_t i = 0; i < n; ++i) y[i] = std::expm1(x[i]); break; \
+        case UnaryOp::kGelu: for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]); break; \
+        case UnaryOp::kGeluTanh: for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]); break; \
+        case UnaryOp::kSoftplus: for (int64_t i = 0; i < n; ++i) y[i] = softplus(x[i]); break; \
+        case UnaryOp::kFloor: for (int64_t i = 0; i < n; ++i) y[i] = std::floor(x[i]); break; \
+        case UnaryOp::kCeil: for (int64_t i = 0; i < n; ++i) y[i] = std::ceil(x[i]); break; \
+        case UnaryOp::kTrunc: for (int64_t i = 0; i < n; ++i) y[i] = std::trunc(x[i]); break; \
+        case UnaryOp::kRound: for (int64_t i = 0; i < n; ++i) y[i] = std::nearbyint(x[i]); break; \
+        case UnaryOp::kSign: for (int64_t i = 0; i < n; ++i) y[i] = sign(x[i]); break; \
+        case UnaryOp::kBitwiseNot: break; /* integers only; unary() refuses floats */ \
     }
 
 EMBER_SIMD_CLONES void unary_f32(UnaryOp op, float* y, const float* x, int64_t n) { EMBER_UNARY_BODY(float) }
@@ -46,12 +71,24 @@ void unary_i64(UnaryOp op, int64_t* y, const int64_t* x, int64_t n) {
         case UnaryOp::kNeg: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(0ULL - static_cast<uint64_t>(x[i])); break;
         case UnaryOp::kAbs: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? static_cast<int64_t>(0ULL - static_cast<uint64_t>(x[i])) : x[i]; break;
         case UnaryOp::kRelu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? 0 : x[i]; break;
+        case UnaryOp::kFloor: case UnaryOp::kCeil: case UnaryOp::kTrunc: case UnaryOp::kRound:
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+            break;
+        case UnaryOp::kSign: for (int64_t i = 0; i < n; ++i) y[i] = (0 < x[i]) - (x[i] < 0); break;
+        case UnaryOp::kBitwiseNot: for (int64_t i = 0; i < n; ++i) y[i] = ~x[i]; break;
         default: break;  // float-only ops never reach here: the caller promotes integers
     }
 }
 
 bool integer_op(UnaryOp op) {
-    return op == UnaryOp::kNeg || op == UnaryOp::kAbs || op == UnaryOp::kRelu;
+    switch (op) {
+        case UnaryOp::kNeg: case UnaryOp::kAbs: case UnaryOp::kRelu: case UnaryOp::kFloor:
+        case UnaryOp::kCeil: case UnaryOp::kTrunc: case UnaryOp::kRound: case UnaryOp::kSign:
+        case UnaryOp::kBitwiseNot:
+            return true;
+        default:
+            return false;
+    }
 }
 
 template <typename C, typename F>
@@ -75,17 +112,28 @@ void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
 
 const char* op_name(UnaryOp op) {
     static const char* names[] = {"neg", "abs", "reciprocal", "exp", "log", "sqrt", "rsqrt",
-                                  "sigmoid", "tanh", "silu", "relu", "sin", "cos"};
+                                  "sigmoid", "tanh", "silu", "relu", "sin", "cos", "erf",
+                                  "log1p", "expm1", "gelu", "gelu_tanh", "softplus", "floor",
+                                  "ceil", "trunc", "round", "sign", "bitwise_not"};
     return names[static_cast<int>(op)];
 }
 
 Status unary(UnaryOp op, const ElementwiseLoop& loop, DType compute, runtime::ThreadPool* pool) {
     if (loop.nops != 2) return invalid_argument("unary: expected one input and one output");
+    if (op == UnaryOp::kBitwiseNot && compute == DType::kBool) {
+        // ~ on a bool is logical not; bools load as 0/1 and store as (value != 0).
+        run<int64_t>(loop, pool, [](int64_t* y, const int64_t* x, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] == 0;
+        });
+        return Status();
+    }
     switch (compute) {
         case DType::kFloat32: case DType::kBFloat16: case DType::kFloat16:
+            if (op == UnaryOp::kBitwiseNot) return invalid_argument("bitwise_not needs an integer or bool tensor");
             run<float>(loop, pool, [op](float* y, const float* x, int64_t n) { unary_f32(op, y, x, n); });
             return Status();
         case DType::kFloat64:
+            if (op == UnaryOp::kBitwiseNot) return invalid_argument("bitwise_not needs an integer or bool tensor");
             run<double>(loop, pool, [op](double* y, const double* x, int64_t n) { unary_f64(op, y, x, n); });
             return Status();
         case DType::kComplex64: case DType::kComplex128:
