@@ -340,3 +340,27 @@ def test_dropout_backward_uses_the_same_mask():
     y.sum().backward()
     kept = (y.detach() != 0).cpu()
     torch.testing.assert_close(x.grad.cpu(), kept.float() * 2.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32, torch.bfloat16])
+def test_randint_and_randperm_run_natively(dtype):
+    import torch_ember
+
+    torch_ember.reset_fallback_stats()
+    torch.ember.manual_seed(5)
+    low, high = (0, 200) if dtype in (torch.uint8, torch.bfloat16) else (-1000, 1000)
+    a = torch.randint(low, high, (4096,), device="ember", dtype=dtype)
+    b = torch.empty(64, device="ember", dtype=dtype).random_(7)
+    perm = torch.randperm(5000, device="ember")
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+    a = a.cpu().double()
+    assert a.min() >= low and a.max() < high and len(a.unique()) > 0.5 * min(high - low, 4096) ** 0.5
+    assert set(b.cpu().long().tolist()) <= set(range(7))
+    assert sorted(perm.cpu().tolist()) == list(range(5000))
+
+
+def test_randint_wide_range_and_bad_bounds():
+    r = torch.randint(-(2**62), 2**62, (1000,), device="ember").cpu()
+    assert r.min() >= -(2**62) and r.max() < 2**62 and r.abs().max() > 2**40
+    with pytest.raises(RuntimeError, match="from.*less than.*to"):
+        torch.empty(3, device="ember", dtype=torch.int64).random_(5, 5)

@@ -1,5 +1,5 @@
 // Random ops on the device's counter-based generator (kernels/random): uniform_, normal_,
-// bernoulli_ and dropout. Each call reserves its draws from the generator's (seed, offset)
+// bernoulli_, random_ (randint), randperm and dropout. Each call reserves its draws from the generator's (seed, offset)
 // under the generator's lock, then queues the kernel, so seeding reproduces the numbers and
 // get_rng_state/set_rng_state replay them, as on CUDA.
 #include <ATen/ATen.h>
@@ -66,6 +66,42 @@ at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> 
     });
 }
 
+// Whether every integer in [from, to) is exact in the dtype: integers always (PyTorch checks
+// the bounds against the dtype), floating types up to their mantissa.
+bool exact_range(at::ScalarType t, int64_t from, int64_t to) {
+    if (at::isIntegralType(t, /*includeBool=*/true)) return true;
+    int digits = t == at::kDouble ? 53 : t == at::kFloat ? 24 : t == at::kHalf ? 11 : t == at::kBFloat16 ? 8 : -1;
+    if (digits < 0) return false;
+    const int64_t limit = int64_t{1} << digits;
+    return from >= -limit && to <= limit;
+}
+
+at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                         std::optional<at::Generator> generator) {
+    if (!to.has_value() || self.is_complex() || !exact_range(self.scalar_type(), from, *to))
+        return cpu<ATEN_OP2(random_, from)>(self, from, to, generator);
+    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    const uint64_t range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+    auto rng = reserve(generator, self, kernels::integer_draws(self.numel(), range));
+    return queue_random(self, "random_", [from, range, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
+        return kernels::random_integers(v, from, range, rng, p);
+    });
+}
+
+at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
+    return random_from_(self, 0, to, generator);
+}
+
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
+    TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+    if (out.scalar_type() != at::kLong) return cpu<ATEN_OP2(randperm, generator_out)>(n, generator, out);
+    out.resize_({n});
+    auto rng = reserve(generator, out, kernels::uniform_draws(n));
+    return queue_random(out, "randperm", [rng](const kernels::TensorView& v, runtime::ThreadPool*) {
+        return kernels::randperm(v, rng);
+    });
+}
+
 // As PyTorch's CPU dropout: mask ~ Bernoulli(1 - p), output = input * mask / (1 - p).
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
     if (!at::isFloatingType(input.scalar_type())) return cpu<ATEN_OP(native_dropout)>(input, p, train);
@@ -94,6 +130,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("uniform_", uniform_);
     m.impl("normal_", normal_);
     m.impl("bernoulli_.float", bernoulli_);
+    m.impl("random_.from", random_from_);
+    m.impl("random_.to", random_to_);
+    m.impl("randperm.generator_out", randperm_out);
     m.impl("native_dropout", native_dropout);
     m.impl("native_dropout_backward", native_dropout_backward);
 }

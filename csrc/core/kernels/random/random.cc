@@ -1,6 +1,7 @@
 #include "kernels/random/random.h"
 
 #include <cmath>
+#include <utility>
 
 #include "kernels/dispatch.h"
 
@@ -39,6 +40,7 @@ inline uint32_t draw(const PhiloxState& rng, uint64_t k) {
 // Uniform in [0, 1) with 24 random bits (float) — the same resolution PyTorch uses for float.
 inline double unit(uint32_t x) { return static_cast<double>(x >> 8) * (1.0 / 16777216.0); }
 
+// value_of(i) returns a double or an int64; it is converted to the element type with PyTorch's rules.
 template <typename F>
 Status fill_with(const TensorView& dst, runtime::ThreadPool* pool, F&& value_of) {
     if (is_complex(dst.dtype)) return unimplemented("random numbers for complex tensors");
@@ -52,7 +54,7 @@ Status fill_with(const TensorView& dst, runtime::ThreadPool* pool, F&& value_of)
                     off += (rem % dst.sizes[d]) * dst.strides[d];
                     rem /= dst.sizes[d];
                 }
-                static_cast<scalar_t*>(dst.data)[off] = detail::from_double<scalar_t>(value_of(i));
+                static_cast<scalar_t*>(dst.data)[off] = detail::convert<scalar_t>(value_of(i));
             }
         };
         if (pool) pool->parallel_for(n, runtime::kParallelGrain / 8, body);
@@ -81,6 +83,33 @@ Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, r
 
 Status bernoulli(const TensorView& dst, double p, PhiloxState rng, runtime::ThreadPool* pool) {
     return fill_with(dst, pool, [&](int64_t i) { return unit(draw(rng, static_cast<uint64_t>(i))) < p ? 1.0 : 0.0; });
+}
+
+uint64_t integer_draws(int64_t numel, uint64_t range) {
+    return range > (uint64_t{1} << 32) ? uniform_draws(2 * numel) : uniform_draws(numel);
+}
+
+Status random_integers(const TensorView& dst, int64_t from, uint64_t range, PhiloxState rng,
+                       runtime::ThreadPool* pool) {
+    if (range == 0) return invalid_argument("random_: empty range");
+    const bool wide = range > (uint64_t{1} << 32);
+    return fill_with(dst, pool, [&](int64_t i) {
+        const uint64_t k = static_cast<uint64_t>(i);
+        uint64_t r = wide ? (uint64_t{draw(rng, 2 * k)} << 32 | draw(rng, 2 * k + 1)) : draw(rng, k);
+        return static_cast<int64_t>(static_cast<uint64_t>(from) + r % range);
+    });
+}
+
+Status randperm(const TensorView& dst, PhiloxState rng) {
+    if (dst.dtype != DType::kInt64 || dst.ndim != 1) return invalid_argument("randperm: expected a 1-d int64 output");
+    const int64_t n = dst.sizes[0], s = dst.strides[0];
+    auto* out = static_cast<int64_t*>(dst.data);
+    for (int64_t i = 0; i < n; ++i) out[i * s] = i;
+    for (int64_t i = n - 1; i > 0; --i) {
+        int64_t j = static_cast<int64_t>(draw(rng, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
+        std::swap(out[i * s], out[j * s]);
+    }
+    return Status();
 }
 
 }  // namespace ember::kernels

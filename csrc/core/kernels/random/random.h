@@ -28,6 +28,17 @@ Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, r
 // dst = 1 with probability p, else 0 (any real dtype).
 Status bernoulli(const TensorView& dst, double p, PhiloxState rng, runtime::ThreadPool* pool);
 
+// dst = from + r with r uniform in [0, range) (any real dtype; the caller keeps from + range - 1
+// representable in it). Integers are exact: r is a 32-bit draw mod range, or a 64-bit one when
+// the range needs it, as PyTorch's CPU generator does (the modulo bias is below 2^-32).
+uint64_t integer_draws(int64_t numel, uint64_t range);
+Status random_integers(const TensorView& dst, int64_t from, uint64_t range, PhiloxState rng,
+                       runtime::ThreadPool* pool);
+
+// dst (1-d int64 of length n) = a uniformly random permutation of 0..n-1 by Fisher-Yates on the
+// generator's draws (uniform_draws(n) of them); serial, as the shuffle is.
+Status randperm(const TensorView& dst, PhiloxState rng);
+
 // The raw generator, exposed for tests: four 32-bit outputs for (counter, key).
 void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]);
 
