@@ -95,6 +95,15 @@ def test_nll_and_cross_entropy(dtype, reduction):
           target[0], dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_forward_backward(dtype, reduction, native_only):
+    gen = torch.Generator().manual_seed(0)
+    x, t = torch.randn(6, 5, generator=gen).to(dtype), torch.randn(6, 5, generator=gen).to(dtype)
+    check(lambda a, b: F.mse_loss(a, b, reduction=reduction), x, t, dtype=dtype)
+    check(lambda a, b: grads(lambda p, q: F.mse_loss(p, q, reduction=reduction), a, b), x, t, dtype=dtype)
+
+
 def test_all_ignored_mean_is_nan_like_cpu():
     logits = torch.randn(3, 4)
     target = torch.full((3,), -100)

@@ -1,5 +1,5 @@
-// Softmax, log_softmax, layer norm and the NLL loss (what cross_entropy decomposes into), with
-// their backwards, on core's row kernels (kernels/norm). Rows are the last dimension of a
+// Softmax, log_softmax, layer norm, the NLL loss (what cross_entropy decomposes into) and the
+// MSE loss, with their backwards, on core's row kernels (kernels/norm). Rows are the last dimension of a
 // contiguous tensor; other dims are moved last first. Unusual inputs take the CPU fallback.
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
@@ -232,6 +232,42 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     return grad;
 }
 
+// ---- mse_loss, composed from native elementwise and reduction ops ----------------------------
+
+bool native_mse(const at::Tensor& self, const at::Tensor& target) {
+    return float_type(self) && self.scalar_type() == target.scalar_type();
+}
+
+at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction, at::Tensor& out) {
+    if (!native_mse(self, target)) return cpu<ATEN_OP2(mse_loss, out)>(self, target, reduction, out);
+    at::Tensor d = at::sub(self, target);
+    d.mul_(d);
+    if (reduction == at::Reduction::Mean) return at::mean_out(out, d, at::IntArrayRef{});
+    if (reduction == at::Reduction::Sum) return at::sum_out(out, d, at::IntArrayRef{});
+    at::native::resize_output(out, d.sizes());
+    return out.copy_(d);
+}
+
+at::Tensor mse_loss_fn(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+    at::Tensor out = at::empty({0}, self.options());
+    return mse_loss_out(self, target, reduction, out);
+}
+
+at::Tensor& mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                  int64_t reduction, at::Tensor& grad_input) {
+    if (!native_mse(self, target))
+        return cpu<ATEN_OP2(mse_loss_backward, grad_input)>(grad, self, target, reduction, grad_input);
+    const double norm = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
+    at::Tensor d = at::sub(self, target).mul_(norm);
+    return at::mul_out(grad_input, d, grad);
+}
+
+at::Tensor mse_loss_backward_fn(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                int64_t reduction) {
+    at::Tensor grad_input = at::empty({0}, self.options());
+    return mse_loss_backward_out(grad, self, target, reduction, grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -245,6 +281,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_layer_norm_backward", layer_norm_backward);
     m.impl("nll_loss_forward", nll_loss_forward);
     m.impl("nll_loss_backward", nll_loss_backward);
+    m.impl("mse_loss", mse_loss_fn);
+    m.impl("mse_loss.out", mse_loss_out);
+    m.impl("mse_loss_backward", mse_loss_backward_fn);
+    m.impl("mse_loss_backward.grad_input", mse_loss_backward_out);
 }
 
 }  // namespace ember::torch_glue
