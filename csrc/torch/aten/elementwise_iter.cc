@@ -40,6 +40,12 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter) {
     return st;
 }
 
+runtime::Device& iter_device(at::TensorIteratorBase& iter) {
+    return device_for(iter.device(0).index());
+}
+
+}  // namespace
+
 kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
     kernels::Scalar s;
     if (v.isFloatingPoint()) {
@@ -51,12 +57,6 @@ kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
     }
     return s;
 }
-
-runtime::Device& iter_device(at::TensorIteratorBase& iter) {
-    return device_for(iter.device(0).index());
-}
-
-}  // namespace
 
 bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool) {
     switch (iter.common_dtype()) {

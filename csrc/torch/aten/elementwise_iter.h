@@ -14,6 +14,8 @@ namespace ember::torch_glue {
 // integer compute. Complex and, unless `allow_bool`, bool go to the CPU fallback.
 bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool = false);
 
+kernels::Scalar to_kernel_scalar(const c10::Scalar& v);
+
 void queue_unary(kernels::UnaryOp op, at::TensorIteratorBase& iter);
 void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& alpha = c10::Scalar(1));
 // `compute` defaults to the iterator's common dtype.

@@ -1,0 +1,256 @@
+// The _foreach_* ops optimizers and clip_grad_norm_ use, as one device task per call: every
+// tensor of the list is a flat 1-d loop of core's elementwise kernels, without building a
+// TensorIterator per tensor. Lists that are not all contiguous, same-dtype floating tensors on
+// one ember device take PyTorch's per-tensor path, which dispatches to the native single-tensor
+// kernels, so results are the same either way.
+#include <ATen/ATen.h>
+#include <ATen/ops/_foreach_add_native.h>
+#include <ATen/ops/_foreach_addcdiv_native.h>
+#include <ATen/ops/_foreach_addcmul_native.h>
+#include <ATen/ops/_foreach_div_native.h>
+#include <ATen/ops/_foreach_lerp_native.h>
+#include <ATen/ops/_foreach_mul_native.h>
+#include <ATen/ops/_foreach_sqrt_native.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <vector>
+
+#include "elementwise_iter.h"
+#include "glue.h"
+
+namespace ember::torch_glue {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::TernaryOp;
+using kernels::UnaryOp;
+
+// One kernel call of a batch. Scalars live in the batch (host memory the device reads), so the
+// loops can point at them with a zero stride.
+struct Job {
+    enum class Kind : int8_t { kUnary, kBinary, kTernary } kind;
+    int8_t op;
+    kernels::ElementwiseLoop loop;
+    kernels::DType compute;
+    kernels::Scalar value;  // binary: alpha; ternary: value
+};
+
+struct Batch {
+    std::vector<Job> jobs;
+    std::unique_ptr<double[]> scalars;  // one per job at most
+};
+
+// All of `lists` hold contiguous tensors of one floating dtype on one ember device, pairwise
+// of equal size.
+bool flat_ok(std::initializer_list<at::TensorList> lists) {
+    const at::TensorList first = *lists.begin();
+    if (first.empty()) return false;
+    const at::Tensor& ref = first[0];
+    if (!ref.is_privateuseone() || !at::isFloatingType(ref.scalar_type())) return false;
+    for (at::TensorList l : lists) {
+        if (l.size() != first.size()) return false;
+        for (size_t i = 0; i < l.size(); ++i) {
+            const at::Tensor& t = l[i];
+            if (!t.defined() || t.device() != ref.device() || t.scalar_type() != ref.scalar_type() ||
+                !t.is_contiguous() || t.numel() != first[i].numel()) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// A tensor that can stand in as a broadcast scalar operand (clip_grad_norm_'s coefficient).
+bool scalar_operand_ok(const at::Tensor& t, const at::Tensor& like) {
+    return t.defined() && t.numel() == 1 && t.device() == like.device() && at::isFloatingType(t.scalar_type());
+}
+
+void add_operand(kernels::ElementwiseLoop& loop, void* data, kernels::DType dtype, int64_t stride) {
+    const int k = loop.nops++;
+    loop.data[k] = static_cast<char*>(data);
+    loop.dtype[k] = dtype;
+    loop.strides[k][0] = stride;
+}
+
+void add_tensor(kernels::ElementwiseLoop& loop, const at::Tensor& t) {
+    add_operand(loop, t.data_ptr(), to_dtype(t.scalar_type()), static_cast<int64_t>(t.element_size()));
+}
+
+kernels::ElementwiseLoop flat_loop(const at::Tensor& out) {
+    kernels::ElementwiseLoop loop;
+    loop.ndim = 1;
+    loop.shape[0] = out.numel();
+    add_tensor(loop, out);
+    return loop;
+}
+
+// Builds one job per tensor with `make(i, loop, scalar_slot)` and queues them as one task.
+template <typename Make>
+void queue_batch(at::TensorList outs, const char* name, Job::Kind kind, int8_t op, Make make) {
+    auto batch = std::make_shared<Batch>();
+    batch->scalars.reset(new double[outs.size()]);
+    const kernels::DType compute = to_dtype(outs[0].scalar_type());
+    for (size_t i = 0; i < outs.size(); ++i) {
+        if (outs[i].numel() == 0) continue;
+        Job job{kind, op, flat_loop(outs[i]), compute, {}};
+        make(i, job, &batch->scalars[i]);
+        batch->jobs.push_back(job);
+    }
+    queue(outs[0], name, [batch](runtime::ThreadPool* pool) {
+        for (const Job& j : batch->jobs) {
+            Status st;
+            switch (j.kind) {
+                case Job::Kind::kUnary:
+                    st = kernels::unary(static_cast<UnaryOp>(j.op), j.loop, j.compute, pool);
+                    break;
+                case Job::Kind::kBinary:
+                    st = kernels::binary(static_cast<BinaryOp>(j.op), j.loop, j.compute, j.value, pool);
+                    break;
+                case Job::Kind::kTernary:
+                    st = kernels::ternary(static_cast<TernaryOp>(j.op), j.loop, j.compute, j.value, pool);
+                    break;
+            }
+            if (!st.ok()) return st;
+        }
+        return Status();
+    });
+}
+
+kernels::Scalar one() {
+    kernels::Scalar s;
+    s.kind = kernels::Scalar::Kind::kInt;
+    s.i = 1;
+    return s;
+}
+
+// self[i] = self[i] <op> scalar(i), with the scalar broadcast from host memory.
+template <typename ScalarOf>
+void binary_with_scalar(at::TensorList self, BinaryOp op, const char* name, ScalarOf scalar_of) {
+    queue_batch(self, name, Job::Kind::kBinary, static_cast<int8_t>(op), [&](size_t i, Job& job, double* slot) {
+        add_tensor(job.loop, self[i]);
+        *slot = scalar_of(i);
+        add_operand(job.loop, slot, kernels::DType::kFloat64, 0);
+        job.value = one();
+    });
+}
+
+// ---- the ops --------------------------------------------------------------------------------
+
+void add_scalar_(at::TensorList self, const at::Scalar& s) {
+    if (!flat_ok({self}) || s.isComplex()) return at::native::foreach_tensor_add_scalar_kernel_slow_(self, s);
+    binary_with_scalar(self, BinaryOp::kAdd, "_foreach_add_", [v = s.toDouble()](size_t) { return v; });
+}
+
+void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
+    if (!flat_ok({self, other}) || alpha.isComplex())
+        return at::native::foreach_tensor_add_list_kernel_slow_(self, other, alpha);
+    queue_batch(self, "_foreach_add_", Job::Kind::kBinary, static_cast<int8_t>(BinaryOp::kAdd),
+                [&](size_t i, Job& job, double*) {
+                    add_tensor(job.loop, self[i]);
+                    add_tensor(job.loop, other[i]);
+                    job.value = to_kernel_scalar(alpha);
+                });
+}
+
+void mul_scalar_(at::TensorList self, const at::Scalar& s) {
+    if (!flat_ok({self}) || s.isComplex()) return at::native::foreach_tensor_mul_scalar_kernel_slow_(self, s);
+    binary_with_scalar(self, BinaryOp::kMul, "_foreach_mul_", [v = s.toDouble()](size_t) { return v; });
+}
+
+void mul_tensor_(at::TensorList self, const at::Tensor& other) {
+    if (!flat_ok({self}) || !scalar_operand_ok(other, self[0]))
+        return at::native::foreach_tensor_mul_tensor_kernel_slow_(self, other);
+    queue_batch(self, "_foreach_mul_", Job::Kind::kBinary, static_cast<int8_t>(BinaryOp::kMul),
+                [&](size_t i, Job& job, double*) {
+                    add_tensor(job.loop, self[i]);
+                    add_operand(job.loop, other.data_ptr(), to_dtype(other.scalar_type()), 0);
+                    job.value = one();
+                });
+}
+
+void div_scalarlist_(at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
+    if (!flat_ok({self}) || scalars.size() != self.size())
+        return at::native::foreach_tensor_div_scalarlist_kernel_slow_(self, scalars);
+    for (const auto& s : scalars)
+        if (s.isComplex()) return at::native::foreach_tensor_div_scalarlist_kernel_slow_(self, scalars);
+    binary_with_scalar(self, BinaryOp::kDiv, "_foreach_div_", [&](size_t i) { return scalars[i].toDouble(); });
+}
+
+std::vector<at::Tensor> sqrt(at::TensorList self) {
+    if (!flat_ok({self})) return at::native::foreach_tensor_sqrt_slow(self);
+    std::vector<at::Tensor> outs;
+    outs.reserve(self.size());
+    for (const at::Tensor& t : self) outs.push_back(at::empty_like(t));
+    queue_batch(outs, "_foreach_sqrt", Job::Kind::kUnary, static_cast<int8_t>(UnaryOp::kSqrt),
+                [&](size_t i, Job& job, double*) { add_tensor(job.loop, self[i]); });
+    return outs;
+}
+
+void sqrt_(at::TensorList self) {
+    if (!flat_ok({self})) return at::native::foreach_tensor_sqrt_slow_(self);
+    queue_batch(self, "_foreach_sqrt_", Job::Kind::kUnary, static_cast<int8_t>(UnaryOp::kSqrt),
+                [&](size_t i, Job& job, double*) { add_tensor(job.loop, self[i]); });
+}
+
+void lerp_scalar_(at::TensorList self, at::TensorList end, const at::Scalar& weight) {
+    if (!flat_ok({self, end}) || weight.isComplex())
+        return at::native::foreach_tensor_lerp_list_kernel_slow_(self, end, weight);
+    queue_batch(self, "_foreach_lerp_", Job::Kind::kTernary, static_cast<int8_t>(TernaryOp::kLerp),
+                [&](size_t i, Job& job, double* slot) {
+                    add_tensor(job.loop, self[i]);
+                    add_tensor(job.loop, end[i]);
+                    *slot = weight.toDouble();
+                    add_operand(job.loop, slot, kernels::DType::kFloat64, 0);
+                });
+}
+
+// self[i] += value(i) * t1[i] (*|/) t2[i]
+template <typename ValueOf>
+void addc_(TernaryOp op, const char* name, at::TensorList self, at::TensorList t1, at::TensorList t2,
+           ValueOf value_of) {
+    queue_batch(self, name, Job::Kind::kTernary, static_cast<int8_t>(op), [&](size_t i, Job& job, double*) {
+        add_tensor(job.loop, self[i]);
+        add_tensor(job.loop, t1[i]);
+        add_tensor(job.loop, t2[i]);
+        job.value = to_kernel_scalar(value_of(i));
+    });
+}
+
+void addcmul_scalar_(at::TensorList self, at::TensorList t1, at::TensorList t2, const at::Scalar& value) {
+    if (!flat_ok({self, t1, t2}) || value.isComplex())
+        return at::native::foreach_tensor_addcmul_scalar_slow_(self, t1, t2, value);
+    addc_(TernaryOp::kAddcmul, "_foreach_addcmul_", self, t1, t2, [&](size_t) { return value; });
+}
+
+void addcdiv_scalar_(at::TensorList self, at::TensorList t1, at::TensorList t2, const at::Scalar& value) {
+    if (!flat_ok({self, t1, t2}) || value.isComplex())
+        return at::native::foreach_tensor_addcdiv_scalar_slow_(self, t1, t2, value);
+    addc_(TernaryOp::kAddcdiv, "_foreach_addcdiv_", self, t1, t2, [&](size_t) { return value; });
+}
+
+void addcdiv_scalarlist_(at::TensorList self, at::TensorList t1, at::TensorList t2,
+                         at::ArrayRef<at::Scalar> scalars) {
+    bool ok = flat_ok({self, t1, t2}) && scalars.size() == self.size();
+    for (const auto& s : scalars) ok = ok && !s.isComplex();
+    if (!ok) return at::native::foreach_tensor_addcdiv_scalarlist_slow_(self, t1, t2, scalars);
+    addc_(TernaryOp::kAddcdiv, "_foreach_addcdiv_", self, t1, t2, [&](size_t i) { return scalars[i]; });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_foreach_add_.Scalar", add_scalar_);
+    m.impl("_foreach_add_.List", add_list_);
+    m.impl("_foreach_mul_.Scalar", mul_scalar_);
+    m.impl("_foreach_mul_.Tensor", mul_tensor_);
+    m.impl("_foreach_div_.ScalarList", div_scalarlist_);
+    m.impl("_foreach_sqrt", sqrt);
+    m.impl("_foreach_sqrt_", sqrt_);
+    m.impl("_foreach_lerp_.Scalar", lerp_scalar_);
+    m.impl("_foreach_addcmul_.Scalar", addcmul_scalar_);
+    m.impl("_foreach_addcdiv_.Scalar", addcdiv_scalar_);
+    m.impl("_foreach_addcdiv_.ScalarList", addcdiv_scalarlist_);
+}
+
+}  // namespace ember::torch_glue
