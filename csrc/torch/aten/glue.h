@@ -32,4 +32,17 @@ void queue(const at::Tensor& like, const char* name, F&& fn) {
     enqueue(dev.current_stream(), name, [fn = std::forward<F>(fn), pool] { return fn(pool); });
 }
 
+// `t` seen as [outer, size(dim), inner] (a 0-d tensor as [1, 1, 1]). Dims fold only where memory
+// allows (it is a view); pass a contiguous tensor when unsure.
+inline kernels::TensorView fold3(const at::Tensor& t, int64_t dim) {
+    at::Tensor c = t.dim() == 0 ? t.reshape({1}) : t;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < dim; ++d) outer *= c.size(d);
+    for (int64_t d = dim + 1; d < c.dim(); ++d) inner *= c.size(d);
+    return view_of(c.view({outer, c.size(dim), inner}));
+}
+
+// A real dtype the device has (complex types take the fallback).
+inline bool plain_dtype(c10::ScalarType t) { return !at::isComplexType(t) && has_dtype(t); }
+
 }  // namespace ember::torch_glue

@@ -18,19 +18,6 @@
 namespace ember::torch_glue {
 namespace {
 
-// `t` seen as [outer, size(dim), inner] (any strides; dims folded only where memory allows,
-// otherwise the caller passes a contiguous tensor).
-kernels::TensorView fold3(const at::Tensor& t, int64_t dim) {
-    at::Tensor c = t.dim() == 0 ? t.reshape({1}) : t;
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < dim; ++d) outer *= c.size(d);
-    for (int64_t d = dim + 1; d < c.dim(); ++d) inner *= c.size(d);
-    at::Tensor v = c.view({outer, c.size(dim), inner});
-    return view_of(v);
-}
-
-bool plain_dtype(c10::ScalarType t) { return !at::isComplexType(t) && has_dtype(t); }
-
 // ---- cat --------------------------------------------------------------------------------------
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {

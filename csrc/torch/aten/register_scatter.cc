@@ -1,0 +1,272 @@
+// Writing by index and selecting by mask: scatter/scatter_add/scatter_reduce, index_put_
+// (what `x[idx] = v` and `x[mask] = v` run), index_add, advanced indexing reads (`x[idx]`,
+// `x[mask]`), masked_select and nonzero, on kernels/index. Index forms beyond one index tensor
+// (several advanced indices, non-leading masks) take the CPU fallback.
+//
+// nonzero and masked_select have data-dependent sizes: they count on the device, then wait for
+// that count as CUDA does, which makes them synchronizing calls.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/ScatterGatherChecks.h>
+#include <torch/library.h>
+
+#include <memory>
+
+#include "kernels/index/scatter.h"
+#include "kernels/index/select_mask.h"
+#include "glue.h"
+
+namespace ember::torch_glue {
+namespace {
+
+using kernels::ScatterReduce;
+
+// ---- scatter family -------------------------------------------------------------------------
+
+// out = self (unless they are the same tensor), then scatter src (a tensor, or a scalar held in
+// a 0-d device tensor) into it along dim.
+at::Tensor& scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                         ScatterReduce reduce, at::Tensor& out) {
+    dim = at::maybe_wrap_dim(dim, self.dim());
+    at::native::scatter_gather_dtype_check("scatter", self, index, src.dim() == 0 ? std::nullopt : std::optional(src));
+    at::native::scatter_shape_check(self, dim, index, src.dim() == 0 ? std::nullopt : std::optional(src));
+    if (!out.is_same(self)) {
+        at::native::resize_output(out, self.sizes());
+        out.copy_(self);
+    }
+    if (index.numel() == 0) return out;
+    at::Tensor idx = index.scalar_type() == at::kLong ? index : index.to(at::kLong);
+    at::Tensor s = src.dim() == 0 && index.dim() > 0 ? src.expand(index.sizes()) : src;
+    at::Tensor dst = out.is_contiguous() ? out : at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous)).copy_(out);
+    kernels::TensorView o = view_of(dst), i = view_of(idx), v = view_of(s);
+    int d = static_cast<int>(dim);
+    queue(dst, "scatter", [o, i, v, d, reduce](runtime::ThreadPool* p) { return kernels::scatter(o, i, v, d, reduce, p); });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+bool native_scatter(const at::Tensor& self, const at::Tensor& index, const at::Tensor* src, const at::Tensor& out) {
+    return plain_dtype(self.scalar_type()) && out.scalar_type() == self.scalar_type() &&
+           (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt) && on_device(self.device(), index) &&
+           on_device(self.device(), out) && (!src || on_device(self.device(), *src));
+}
+
+at::Tensor scalar_on_device(const c10::Scalar& value, const at::Tensor& like) {
+    return at::full({}, value, like.options());
+}
+
+std::optional<ScatterReduce> reduce_of(c10::string_view reduce, bool two) {
+    if (reduce == "add" || (two && reduce == "sum")) return ScatterReduce::kSum;
+    if (reduce == "multiply" || (two && reduce == "prod")) return ScatterReduce::kProd;
+    if (two && reduce == "amax") return ScatterReduce::kAmax;
+    if (two && reduce == "amin") return ScatterReduce::kAmin;
+    return std::nullopt;  // mean, or a name PyTorch rejects: the fallback answers
+}
+
+at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out) {
+    if (!native_scatter(self, index, &src, out)) return cpu<ATEN_OP2(scatter, src_out)>(self, dim, index, src, out);
+    return scatter_impl(self, dim, index, src, ScatterReduce::kAssign, out);
+}
+
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
+                              at::Tensor& out) {
+    if (!native_scatter(self, index, nullptr, out)) return cpu<ATEN_OP2(scatter, value_out)>(self, dim, index, value, out);
+    return scatter_impl(self, dim, index, scalar_on_device(value, self), ScatterReduce::kAssign, out);
+}
+
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                               c10::string_view reduce, at::Tensor& out) {
+    auto r = reduce_of(reduce, false);
+    if (!r || !native_scatter(self, index, &src, out))
+        return cpu<ATEN_OP2(scatter, reduce_out)>(self, dim, index, src, reduce, out);
+    return scatter_impl(self, dim, index, src, *r, out);
+}
+
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& out) {
+    if (!native_scatter(self, index, &src, out)) return cpu<ATEN_OP2(scatter_add, out)>(self, dim, index, src, out);
+    return scatter_impl(self, dim, index, src, ScatterReduce::kSum, out);
+}
+
+at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   c10::string_view reduce, bool include_self, at::Tensor& out) {
+    auto r = reduce_of(reduce, true);
+    if (!r || !include_self || !native_scatter(self, index, &src, out))
+        return cpu<ATEN_OP2(scatter_reduce, two_out)>(self, dim, index, src, reduce, include_self, out);
+    return scatter_impl(self, dim, index, src, *r, out);
+}
+
+// ---- counting: nonzero and masked_select ----------------------------------------------------
+
+// Counts the nonzero elements of `t` on its stream and waits for the answer.
+int64_t device_count_nonzero(const at::Tensor& t) {
+    auto result = std::make_shared<int64_t>(0);
+    kernels::TensorView v = view_of(t);
+    queue(t, "count_nonzero", [v, result](runtime::ThreadPool* p) {
+        auto n = kernels::count_nonzero(v, p);
+        if (!n.ok()) return n.status();
+        *result = *n;
+        return Status();
+    });
+    synchronize(current_stream_of(t));
+    return *result;
+}
+
+at::Tensor nonzero_fn(const at::Tensor& self) {
+    if (!has_dtype(self.scalar_type()) || self.dim() > kernels::kMaxDims) return cpu<ATEN_OP(nonzero)>(self);
+    const int64_t count = device_count_nonzero(self);
+    at::Tensor out = at::empty({count, self.dim()}, self.options().dtype(at::kLong));
+    if (count == 0 || self.dim() == 0) return out;
+    kernels::TensorView o = view_of(out), i = view_of(self);
+    queue(out, "nonzero", [o, i](runtime::ThreadPool* p) { return kernels::nonzero(o, i, p); });
+    return out;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+    if (!plain_dtype(self.scalar_type()) || mask.scalar_type() != at::kBool || !on_device(self.device(), mask))
+        return cpu<ATEN_OP(masked_select)>(self, mask);
+    auto [s, m] = at::expand_outplace(self, mask);
+    const int64_t count = device_count_nonzero(*m);
+    at::Tensor out = at::empty({count}, self.options());
+    if (count == 0) return out;
+    kernels::TensorView o = view_of(out), i = view_of(*s), k = view_of(*m);
+    queue(out, "masked_select", [o, i, k](runtime::ThreadPool* p) { return kernels::masked_select(o, i, k, p); });
+    return out;
+}
+
+// ---- advanced indexing: one index tensor ----------------------------------------------------
+
+// The one advanced index of `indices` and its dimension, as a 1-d int64 position list over
+// `flat` (self with the indexed dims merged). Returns false for forms handled by the fallback.
+struct OneIndex {
+    int64_t dim = 0;
+    at::Tensor positions;               // 1-d int64, may hold negatives (they wrap)
+    std::vector<int64_t> result_shape;  // shape of self[indices]
+    at::Tensor flat;                    // self viewed with the indexed dims merged into `dim`
+};
+
+bool one_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, OneIndex& r) {
+    int64_t found = -1;
+    for (size_t k = 0; k < indices.size(); ++k) {
+        const std::optional<at::Tensor> t = indices.get(k);
+        if (!t.has_value() || !t->defined()) continue;
+        if (found >= 0) return false;
+        found = static_cast<int64_t>(k);
+    }
+    if (found < 0 || !self.is_contiguous() || self.dim() == 0) return false;
+    const at::Tensor idx = *indices.get(found);
+    if (!on_device(self.device(), idx)) return false;
+    const auto sizes = self.sizes();
+    if (idx.scalar_type() == at::kBool) {
+        // A mask over dims [found, found + idx.dim()) selects positions in their merged dim.
+        const int64_t k = idx.dim();
+        if (k == 0 || found + k > self.dim()) return false;
+        for (int64_t d = 0; d < k; ++d) if (idx.size(d) != sizes[found + d]) return false;
+        r.positions = nonzero_fn(idx.reshape({-1})).view({-1});
+        std::vector<int64_t> flat_shape(sizes.begin(), sizes.begin() + found);
+        flat_shape.push_back(-1);
+        flat_shape.insert(flat_shape.end(), sizes.begin() + found + k, sizes.end());
+        r.flat = self.view(flat_shape);
+        r.result_shape = std::vector<int64_t>(sizes.begin(), sizes.begin() + found);
+        r.result_shape.push_back(r.positions.size(0));
+        r.result_shape.insert(r.result_shape.end(), sizes.begin() + found + k, sizes.end());
+    } else if (idx.scalar_type() == at::kLong || idx.scalar_type() == at::kInt) {
+        r.positions = idx.reshape({-1}).to(at::kLong);
+        r.flat = self;
+        r.result_shape = std::vector<int64_t>(sizes.begin(), sizes.begin() + found);
+        r.result_shape.insert(r.result_shape.end(), idx.sizes().begin(), idx.sizes().end());
+        r.result_shape.insert(r.result_shape.end(), sizes.begin() + found + 1, sizes.end());
+    } else {
+        return false;
+    }
+    r.dim = found;
+    return true;
+}
+
+at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+    OneIndex r;
+    if (!plain_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type() || !one_index(self, indices, r))
+        return cpu<ATEN_OP2(index, Tensor_out)>(self, indices, out);
+    const int64_t n = r.flat.size(r.dim);
+    // Negative positions count from the end; out-of-range ones are caught by index_select.
+    at::Tensor pos = at::where(r.positions.lt(0), r.positions.add(n), r.positions);
+    at::Tensor picked = at::index_select(r.flat, r.dim, pos);
+    at::native::resize_output(out, r.result_shape);
+    return out.copy_(picked.view(r.result_shape));
+}
+
+// self[indices] (=|+=) values, in place, for one index tensor over a contiguous self.
+at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                            const at::Tensor& values, bool accumulate, bool unsafe) {
+    auto fallback = [&]() -> at::Tensor& { return cpu<ATEN_OP(_index_put_impl_)>(self, indices, values, accumulate, unsafe); };
+    if (!plain_dtype(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
+        !on_device(self.device(), values)) {
+        return fallback();
+    }
+    // x[mask] = scalar over the whole shape is masked_fill, with no count to wait for.
+    if (!accumulate && indices.size() == 1 && values.numel() == 1 && values.dim() == 0) {
+        const std::optional<at::Tensor> m = indices.get(0);
+        if (m && m->defined() && m->scalar_type() == at::kBool && m->sizes() == self.sizes() && on_device(self.device(), *m))
+            return self.masked_fill_(*m, values);
+    }
+    OneIndex r;
+    if (!one_index(self, indices, r)) return fallback();
+    std::vector<int64_t> target(r.flat.sizes().begin(), r.flat.sizes().end());
+    target[r.dim] = r.positions.size(0);
+    if (!at::is_expandable_to(values.sizes(), r.result_shape)) return fallback();  // CPU words the error
+    if (r.positions.size(0) == 0) return self;
+    at::Tensor vals = values.expand(r.result_shape).reshape(target).contiguous();
+    kernels::TensorView o = fold3(r.flat, r.dim), i = view_of(r.positions), v = fold3(vals, r.dim);
+    queue(self, "index_put_", [o, i, v, accumulate](runtime::ThreadPool* p) {
+        return kernels::index_put_rows(o, i, v, accumulate, p);
+    });
+    return self;
+}
+
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          const c10::Scalar& alpha, at::Tensor& out) {
+    bool ok = plain_dtype(self.scalar_type()) && source.scalar_type() == self.scalar_type() &&
+              out.scalar_type() == self.scalar_type() && index.dim() <= 1 &&
+              (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt) && self.dim() > 0 &&
+              source.dim() == self.dim() && on_device(self.device(), index) && on_device(self.device(), source);
+    if (ok) {
+        dim = at::maybe_wrap_dim(dim, self.dim());
+        ok = source.size(dim) == index.numel();
+        for (int64_t d = 0; ok && d < self.dim(); ++d) ok = d == dim || source.size(d) == self.size(d);
+    }
+    if (!ok) return cpu<ATEN_OP2(index_add, out)>(self, dim, index, source, alpha, out);
+    if (!out.is_same(self)) {
+        at::native::resize_output(out, self.sizes());
+        out.copy_(self);
+    }
+    if (index.numel() == 0) return out;
+    at::Tensor dst = out.is_contiguous() ? out : out.contiguous();
+    at::Tensor src = (alpha.equal(1) ? source : source.mul(alpha)).contiguous();
+    // index_add takes no negative indices (the kernel would wrap them): map them past the end,
+    // where the kernel's bounds check reports them.
+    at::Tensor idx = index.reshape({-1}).to(at::kLong);
+    idx = at::where(idx.lt(0), idx.new_full({}, self.size(dim)), idx);
+    kernels::TensorView o = fold3(dst, dim), i = view_of(idx), v = fold3(src, dim);
+    queue(dst, "index_add", [o, i, v](runtime::ThreadPool* p) { return kernels::index_put_rows(o, i, v, true, p); });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("scatter.src_out", scatter_src_out);
+    m.impl("scatter.value_out", scatter_value_out);
+    m.impl("scatter.reduce_out", scatter_reduce_out);
+    m.impl("scatter_add.out", scatter_add_out);
+    m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
+    m.impl("nonzero", nonzero_fn);
+    m.impl("masked_select", masked_select);
+    m.impl("index.Tensor_out", index_out);
+    m.impl("_index_put_impl_", index_put_impl_);
+    m.impl("index_add.out", index_add_out);
+}
+
+}  // namespace ember::torch_glue

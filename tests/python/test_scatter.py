@@ -1,0 +1,150 @@
+"""Writing by index and selecting by mask run natively and match PyTorch CPU: scatter,
+scatter_add, scatter_reduce, index_put_ (x[idx] = v, x[mask] = v), index_add, advanced-index
+reads (x[idx], x[mask]), masked_select and nonzero, with CPU's errors for bad indices."""
+import pytest
+import torch
+import torch_ember
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.bool]
+
+
+def sample(shape, dtype, seed=0):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 3
+    return (x > 0) if dtype == torch.bool else x.to(dtype)
+
+
+def index(shape, high, seed=1):
+    return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def to_e(a):
+    return a.to("ember") if isinstance(a, torch.Tensor) else a
+
+
+def same_outcome(fn, *args):
+    try:
+        expected = fn(*args)
+    except Exception as err:
+        # Bounds checks run on the device, as on CUDA: the error surfaces at the next sync.
+        with pytest.raises((type(err), RuntimeError)):
+            fn(*map(to_e, args))
+            torch.ember.synchronize()
+        return
+    got = fn(*map(to_e, args))
+    assert got.device.type == "ember" and got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.fixture
+def native_only():
+    torch_ember.reset_fallback_stats()
+    yield
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_family(dtype, dim, native_only):
+    x, src = sample((4, 5, 3), dtype), sample((4, 5, 3), dtype, 2)
+    idx = index((3, 4, 2), x.shape[dim])
+    same_outcome(lambda a, i, s: a.scatter(dim, i, s), x, idx, src)
+    same_outcome(lambda a, i: a.scatter(dim, i, 1), x, idx)
+    if dtype != torch.bool:
+        same_outcome(lambda a, i, s: a.scatter_add(dim, i, s), x, idx, src)
+        for reduce in ("sum", "prod", "amax", "amin"):
+            same_outcome(lambda a, i, s: a.scatter_reduce(dim, i, s, reduce), x, idx, src)
+        same_outcome(lambda a, i, s: a.clone().scatter_(dim, i, s, reduce="add"), x, idx, src)
+
+
+def test_scatter_add_with_duplicates_is_deterministic(native_only):
+    x = torch.zeros(8, 4)
+    idx = torch.zeros(1000, 4, dtype=torch.long)
+    src = torch.randn(1000, 4, generator=torch.Generator().manual_seed(0))
+    same_outcome(lambda a, i, s: a.scatter_add(0, i, s), x, idx, src)
+
+
+def test_scatter_errors():
+    x = torch.zeros(3, 4)
+    same_outcome(lambda a, i, s: a.scatter(0, i, s), x, torch.tensor([[5, 0, 0, 0]]), torch.ones(1, 4))
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        to_e(x).scatter(0, to_e(torch.tensor([0])), to_e(torch.ones(1, 4)))
+    with pytest.raises(RuntimeError, match="int32/int64"):
+        to_e(x).scatter(0, to_e(torch.zeros(1, 4)), to_e(torch.ones(1, 4)))
+    # scatter_reduce "mean" takes the CPU path, with the same answer.
+    same_outcome(lambda a, i, s: a.scatter_reduce(0, i, s, "mean", include_self=False), x,
+                 torch.tensor([[0, 1, 2, 0]]), torch.ones(1, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put(dtype, accumulate, native_only):
+    x = sample((6, 5), dtype)
+    rows = torch.tensor([4, 0, -1])
+    same_outcome(lambda a, i, v: a.clone().index_put_((i,), v, accumulate=accumulate), x, rows, sample((3, 5), dtype, 3))
+    same_outcome(lambda a, i, v: a.clone().index_put_((None, i), v, accumulate=accumulate), x,
+                 torch.tensor([1, 3]), sample((6, 2), dtype, 4))
+    same_outcome(lambda a, i, v: a.clone().index_put_((i,), v, accumulate=accumulate), x,
+                 torch.tensor([2, 2, 2]), sample((5,), dtype, 5))  # broadcast values, duplicates
+    mask = sample((6,), torch.bool, 6)
+    same_outcome(lambda a, m, v: a.clone().index_put_((m,), v, accumulate=accumulate), x, mask, sample((5,), dtype, 7))
+
+
+def test_setitem_forms(native_only):
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    e = x.to("ember")
+    x[x > 0] = 0.5
+    e[e > 0] = 0.5
+    x[torch.tensor([0, 2])] = torch.ones(6)
+    e[torch.tensor([0, 2]).to("ember")] = torch.ones(6, device="ember")
+    x[:, torch.tensor([1, -1])] += 1
+    e[:, torch.tensor([1, -1]).to("ember")] += 1
+    torch.testing.assert_close(e.cpu(), x)
+
+
+def test_index_put_errors():
+    x = torch.zeros(3, 4)
+    same_outcome(lambda a, i: a.clone().index_put_((i,), torch.ones(4)), x, torch.tensor([3]))
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        to_e(x).index_put_((to_e(torch.tensor([0, 1])),), to_e(torch.ones(3, 3)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_index_add(dtype, dim, native_only):
+    x = sample((5, 6), dtype)
+    idx = torch.tensor([0, 3, 3, 1])
+    src = sample((4, 6) if dim == 0 else (5, 4), dtype, 1)
+    same_outcome(lambda a, i, s: a.index_add(dim, i, s), x, idx, src)
+    same_outcome(lambda a, i, s: a.index_add(dim, i, s, alpha=2), x, idx, src)
+
+
+def test_index_add_rejects_bad_indices():
+    same_outcome(lambda a, i, s: a.index_add(0, i, s), torch.zeros(3, 2), torch.tensor([-1]), torch.ones(1, 2))
+    same_outcome(lambda a, i, s: a.index_add(0, i, s), torch.zeros(3, 2), torch.tensor([3]), torch.ones(1, 2))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_advanced_index_reads(dtype, native_only):
+    x = sample((5, 4, 3), dtype)
+    same_outcome(lambda a, i: a[i], x, torch.tensor([4, 0, -2, 0]))
+    same_outcome(lambda a, i: a[:, i], x, torch.tensor([[3, 1], [0, 0]]))
+    same_outcome(lambda a, m: a[m], x, sample((5,), torch.bool, 1))
+    same_outcome(lambda a, m: a[m], x, sample((5, 4), torch.bool, 2))
+    same_outcome(lambda a, m: a[m], x, sample((5, 4, 3), torch.bool, 3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_masked_select_and_nonzero(dtype, native_only):
+    x = sample((7, 9), dtype)
+    same_outcome(lambda a, m: a.masked_select(m), x, sample((7, 9), torch.bool, 1))
+    same_outcome(lambda a, m: a.masked_select(m), x, sample((9,), torch.bool, 2))  # broadcast mask
+    same_outcome(lambda a: a.nonzero(), x)
+    same_outcome(lambda a: a.t().nonzero(), x)
+    same_outcome(lambda a: torch.nonzero(a, as_tuple=True)[1], x)
+    same_outcome(lambda a: a[:0].nonzero(), x)
+
+
+def test_large_nonzero_is_ordered(native_only):
+    x = torch.rand(1 << 20, generator=torch.Generator().manual_seed(0)) > 0.7
+    same_outcome(lambda a: a.nonzero(), x)
+    same_outcome(lambda a: a.view(1024, 1024).nonzero(), x)

@@ -1,0 +1,91 @@
+"""Native sort, argsort, topk, flip and roll match PyTorch CPU: any dim, stable order for ties,
+NaN placement, k = 0 and k = n, and CPU's errors."""
+import pytest
+import torch
+import torch_ember
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.uint8, torch.bool]
+
+
+def sample(shape, dtype, seed=0, ties=False):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 3
+    if ties:
+        x = x.round()
+    if dtype == torch.bool:
+        return x > 0
+    if not dtype.is_floating_point:
+        x = x.round().abs() if dtype == torch.uint8 else x.round()
+    return x.to(dtype)
+
+
+def same_outcome(fn, *args):
+    to_e = lambda a: a.to("ember") if isinstance(a, torch.Tensor) else a
+    try:
+        expected = fn(*args)
+    except Exception as err:
+        with pytest.raises(type(err)):
+            fn(*map(to_e, args))
+        return
+    got = fn(*map(to_e, args))
+    if not isinstance(expected, (tuple, list)):
+        expected, got = (expected,), (got,)
+    for g, e in zip(got, expected):
+        assert g.device.type == "ember" and g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+
+
+@pytest.fixture
+def native_only():
+    torch_ember.reset_fallback_stats()
+    yield
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_is_stable_like_cpu(dtype, dim, descending, native_only):
+    x = sample((6, 7, 5), dtype, ties=True)
+    same_outcome(lambda a: torch.sort(a, dim=dim, descending=descending, stable=True), x)
+    same_outcome(lambda a: torch.argsort(a, dim=dim, descending=descending, stable=True), x)
+    same_outcome(lambda a: torch.sort(a.transpose(0, 2), dim=dim, descending=descending, stable=True), x)
+
+
+def test_sort_nan_and_inf(native_only):
+    x = torch.tensor([3.0, float("nan"), -float("inf"), 1.0, float("nan"), float("inf"), -0.0, 0.0])
+    for descending in (False, True):
+        same_outcome(lambda a: torch.sort(a, descending=descending, stable=True), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("k", [0, 1, 3, 8])
+def test_topk(dtype, largest, k, native_only):
+    # Distinct values, so the indices are unique too.
+    x = (torch.randperm(40, generator=torch.Generator().manual_seed(k)) - 20).view(5, 8).to(dtype)
+    same_outcome(lambda a: torch.topk(a, k, dim=-1, largest=largest), x)
+    same_outcome(lambda a: torch.topk(a, min(k, 5), dim=0, largest=largest), x)
+    got = torch.topk(x.to("ember"), k, largest=largest, sorted=False).values.cpu().sort(-1).values
+    torch.testing.assert_close(got, torch.topk(x, k, largest=largest).values.sort(-1).values)
+
+
+def test_topk_errors_and_nan():
+    same_outcome(lambda a: torch.topk(a, 2), torch.tensor([1.0, float("nan"), 3.0]))
+    with pytest.raises(RuntimeError, match="k.*out of range"):
+        torch.topk(torch.ones(3, device="ember"), 4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flip_and_roll(dtype, native_only):
+    x = sample((4, 5, 6), dtype)
+    for dims in ([0], [2], [0, 1, 2], [-1, 0]):
+        same_outcome(lambda a: a.flip(dims), x)
+    same_outcome(lambda a: a.t().flip(0), x[0])
+    for shifts, dims in ((2, 0), (-7, 1), ((1, -2), (0, 2)), (3, None), (13, -1)):
+        same_outcome(lambda a: a.roll(shifts, dims), x)
+    same_outcome(lambda a: a.transpose(0, 2).roll(1, 1), x)
+
+
+def test_flip_repeated_dim_is_an_error():
+    with pytest.raises(RuntimeError, match="appears multiple times"):
+        torch.ones(2, 3, device="ember").flip((0, 0))
