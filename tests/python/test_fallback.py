@@ -519,7 +519,7 @@ def test_fallback_errors_surface_like_cpu():
     with pytest.raises(RuntimeError, match="size of tensor a \\(3\\) must match"):
         torch.special.xlog1py(_e(torch.ones(3)), _e(torch.ones(4)), out=_e(torch.empty(3)))
     with pytest.raises(IndexError, match="out of bounds|out of range"):
-        _e(torch.ones(3))[torch.tensor([5], device="ember")]
+        torch.take(_e(torch.ones(3)), torch.tensor([5], device="ember"))
 
 
 def test_factory_ops_fall_back_onto_ember():
