@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include "check.h"
+#include "profiler_bridge.h"
 
 namespace ember::torch_glue {
 
@@ -75,6 +76,12 @@ uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task) 
     return value_or_raise(stream.enqueue(name, std::move(task)));
 }
 
-void synchronize(runtime::Stream& stream) { EMBER_CHECK(stream.synchronize()); }
+void synchronize(runtime::Stream& stream) {
+    profiler::Tracer* t = tracer();
+    if (t) t->synchronize_begin(stream.device());
+    Status st = stream.synchronize();
+    if (t) t->synchronize_end(stream.device());
+    EMBER_CHECK(st);
+}
 
 }  // namespace ember::torch_glue

@@ -1,5 +1,7 @@
 #include "fallback.h"
 
+#include "profiler_bridge.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -263,7 +265,12 @@ FallbackScope::FallbackScope(std::string op)
 FallbackScope::~FallbackScope() {
     t_scope = outer_;
     if (std::uncaught_exceptions() > uncaught_) return;  // the op failed: nothing ran
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    auto elapsed = std::chrono::steady_clock::now() - start_;
+    double seconds = std::chrono::duration<double>(elapsed).count();
+    if (profiler::Tracer* t = tracer()) {
+        t->fallback(op_, static_cast<uint64_t>(to_host_), static_cast<uint64_t>(to_device_),
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+    }
     auto& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     FallbackRecord& rec = r.records[op_];

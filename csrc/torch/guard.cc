@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "context.h"
+#include "profiler_bridge.h"
 #include "runtime/event.h"
 
 namespace ember::torch_glue {
@@ -67,7 +68,12 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     bool queryStream(const Stream& s) const override { return from_c10(s).query(); }
     void synchronizeStream(const Stream& s) const override { synchronize(from_c10(s)); }
     void synchronizeDevice(DeviceIndex index) const override {
-        EMBER_CHECK(device_for(index).synchronize());
+        runtime::Device& dev = device_for(index);
+        profiler::Tracer* t = tracer();
+        if (t) t->synchronize_begin(dev.index());
+        Status st = dev.synchronize();
+        if (t) t->synchronize_end(dev.index());
+        EMBER_CHECK(st);
     }
 
     void record(void** event, const Stream& s, const DeviceIndex device_index,
@@ -76,15 +82,28 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
                     "ember: event device ", device_index, " does not match the stream's device ",
                     s.device_index());
         if (*event == nullptr) *event = new runtime::Event(flag == c10::EventFlag::BACKEND_DEFAULT);
-        EMBER_CHECK(as_event(*event)->record(from_c10(s)));
+        runtime::Stream& stream = from_c10(s);
+        EMBER_CHECK(as_event(*event)->record(stream));
+        if (profiler::Tracer* t = tracer()) {
+            t->event_record(stream.device(), stream.id(), reinterpret_cast<uintptr_t>(*event), stream.enqueued());
+        }
     }
     void block(void* event, const Stream& s) const override {
         if (event == nullptr) return;
-        EMBER_CHECK(as_event(event)->block(from_c10(s)));
+        runtime::Stream& stream = from_c10(s);
+        EMBER_CHECK(as_event(event)->block(stream));
+        if (profiler::Tracer* t = tracer()) {
+            t->event_wait(stream.device(), stream.id(), reinterpret_cast<uintptr_t>(event), stream.enqueued());
+        }
     }
     bool queryEvent(void* event) const override { return event == nullptr || as_event(event)->query(); }
     void synchronizeEvent(void* event) const override {
-        if (event != nullptr) EMBER_CHECK(as_event(event)->synchronize());
+        if (event == nullptr) return;
+        profiler::Tracer* t = tracer();
+        if (t) t->synchronize_begin(as_event(event)->device());
+        Status st = as_event(event)->synchronize();
+        if (t) t->synchronize_end(as_event(event)->device());
+        EMBER_CHECK(st);
     }
     void destroyEvent(void* event, const DeviceIndex) const noexcept override {
         delete as_event(event);

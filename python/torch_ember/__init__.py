@@ -29,3 +29,4 @@ from . import _exit  # noqa: E402,F401
 
 __version__ = "0.1.0"
 __all__ = ["fallback_report", "reset_fallback_stats", "set_fallback_mode"]
+from . import profiler  # noqa: E402,F401

@@ -54,7 +54,8 @@ struct Record {
     uint64_t bytes_to_device = 0;  // fallback: bytes copied back to the device
     uint64_t allocated = 0;  // alloc/free: device bytes allocated after this event
     int64_t reserved = -1;   // alloc/free: device bytes reserved; -1 when the hook does not say
-    uint64_t event_id = 0;   // event_record/event_wait: the glue's id for the event
+    uint64_t event_id = 0;   // event_record/event_wait: the glue's id for the event;
+                             // enqueue: the host's correlation id (Tracer::set_correlation)
 };
 
 // What collect() returns: records from every thread, sorted by ts_ns (ties keep each thread's

@@ -269,6 +269,12 @@ Record& Tracer::span_ending_now(ThreadBuffer& b, RecordKind kind, int64_t durati
 
 // --- listener callbacks -------------------------------------------------------------------
 
+namespace {
+thread_local uint64_t t_correlation = 0;
+}  // namespace
+
+void Tracer::set_correlation(uint64_t id) { t_correlation = id; }
+
 void Tracer::on_enqueue(int device, int64_t stream, uint64_t seq, const char* name) {
     if (!active()) return;
     ThreadBuffer& b = buffer();
@@ -281,6 +287,7 @@ void Tracer::on_enqueue(int device, int64_t stream, uint64_t seq, const char* na
     r.seq = seq;
     r.name = id;
     r.ts_ns = t;
+    r.event_id = t_correlation;
     commit(b);
 }
 

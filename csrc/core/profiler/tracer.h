@@ -113,6 +113,11 @@ class Tracer final : public instrument::Listener {
     void compile_phase(std::string_view name, int64_t duration_ns, bool cache_hit);
     void instant(std::string_view name);
 
+    // The calling thread's correlation id (torch.profiler's id for the op being run), stamped
+    // into Record::event_id of each enqueue record the thread makes; 0 clears it. Lets the glue
+    // link each kernel to the op call that queued it.
+    static void set_correlation(uint64_t id);
+
   private:
     struct Chunk;
     struct ThreadBuffer;

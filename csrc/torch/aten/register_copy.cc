@@ -14,6 +14,7 @@
 
 #include "../check.h"
 #include "../context.h"
+#include "../profiler_bridge.h"
 #include "kernels/copy.h"
 #include "kernels/fill.h"
 
@@ -34,7 +35,15 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src_in) {
     runtime::Device& dev = tensor_device(dst);
     kernels::TensorView d = view_of(dst), s = view_of(src);
     runtime::ThreadPool* pool = &dev.pool();
-    enqueue(dev.current_stream(), "copy_", [d, s, pool] { return kernels::copy(d, s, pool); });
+    runtime::Stream& stream = dev.current_stream();
+    uint64_t seq = enqueue(stream, "copy_", [d, s, pool] { return kernels::copy(d, s, pool); });
+    if (profiler::Tracer* t = tracer()) {
+        t->copy(profiler::CopyKind::kD2D, dst.nbytes(), stream.device(), stream.id(), seq);
+    }
+}
+
+void trace_queued_copy(profiler::CopyKind kind, size_t bytes, const runtime::Stream& stream, uint64_t seq) {
+    if (profiler::Tracer* t = tracer()) t->copy(kind, bytes, stream.device(), stream.id(), seq);
 }
 
 // Host memory -> contiguous device memory of the same dtype and size.
@@ -46,19 +55,22 @@ void upload(const at::Tensor& dst, const at::Tensor& host, bool non_blocking, bo
     const void* h = host.data_ptr();
     if (host_is_temp) {
         // We own the staging tensor: the task keeps it alive, so the host need not wait.
-        enqueue(stream, "copy_h2d", [d, h, bytes, keep = host] {
+        uint64_t seq = enqueue(stream, "copy_h2d", [d, h, bytes, keep = host] {
             std::memcpy(d, h, bytes);
             return Status();
         });
+        trace_queued_copy(profiler::CopyKind::kH2D, bytes, stream, seq);
     } else if (non_blocking && is_pinned_host(host)) {
         uint64_t seq = enqueue(stream, "copy_h2d", [d, h, bytes] {
             std::memcpy(d, h, bytes);
             return Status();
         });
         runtime::host_allocator().record_use(h, stream, seq);
+        trace_queued_copy(profiler::CopyKind::kH2D, bytes, stream, seq);
     } else {
         // Pageable memory the caller may change after we return: copy now, after queued work.
         synchronize(stream);
+        CopySpan span(profiler::CopyKind::kH2D, bytes, stream.device(), stream.id());
         std::memcpy(d, h, bytes);
     }
 }
@@ -76,9 +88,11 @@ void download(const at::Tensor& host, const at::Tensor& src, bool non_blocking) 
             return Status();
         });
         runtime::host_allocator().record_use(h, stream, seq);
+        trace_queued_copy(profiler::CopyKind::kD2H, bytes, stream, seq);
         return;
     }
     synchronize(stream);
+    CopySpan span(profiler::CopyKind::kD2H, bytes, stream.device(), stream.id());
     std::memcpy(h, s, bytes);
 }
 

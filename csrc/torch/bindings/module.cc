@@ -10,6 +10,7 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "../generator.h"
+#include "../profiler_bridge.h"
 #include "base/env.h"
 #include "runtime/device.h"
 
@@ -27,6 +28,56 @@ py::dict stat_dict(const runtime::Stat& s) {
     d["allocated"] = s.allocated;
     d["freed"] = s.freed;
     return d;
+}
+
+// The innermost Python frame outside torch and torch_ember, as "file:line"; "" when this thread
+// is not running Python (autograd's backward threads, stream workers).
+std::string user_source_line() {
+    if (!PyGILState_Check()) return {};
+    PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+    if (frame) Py_INCREF(frame);
+    std::string out;
+    while (frame != nullptr) {
+        PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+        const char* file = PyUnicode_AsUTF8(code->co_filename);
+        std::string_view f = file ? file : "";
+        bool library = f.empty() || f[0] == '<' || f.find("/torch/") != std::string_view::npos ||
+                       f.find("/torch_ember/") != std::string_view::npos;
+        if (!library) out = std::string(f) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+        Py_DECREF(code);
+        PyFrameObject* back = library ? PyFrame_GetBack(frame) : nullptr;  // new reference
+        Py_DECREF(frame);
+        frame = back;
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    return out;
+}
+
+py::list records_to_python(const profiler::Trace& trace) {
+    py::list out;
+    for (const profiler::Record& r : trace.records) {
+        py::dict d;
+        d["kind"] = profiler::kind_name(r.kind);
+        d["ts_ns"] = r.ts_ns;
+        d["dur_ns"] = r.dur_ns;
+        d["device"] = r.device;
+        d["stream"] = r.stream;
+        d["seq"] = r.seq;
+        d["name"] = trace.str(r.name);
+        d["thread"] = r.thread;
+        d["ptr"] = r.ptr;
+        d["bytes"] = r.bytes;
+        d["bytes_to_device"] = r.bytes_to_device;
+        d["allocated"] = r.allocated;
+        d["reserved"] = r.reserved;
+        d["shapes"] = trace.str(r.shapes);
+        d["source"] = trace.str(r.source);
+        d["event_id"] = r.event_id;
+        d["cache_hit"] = r.cache_hit;
+        d["copy_kind"] = profiler::copy_kind_name(r.copy_kind);
+        out.append(std::move(d));
+    }
+    return out;
 }
 
 }  // namespace
@@ -97,6 +148,25 @@ PYBIND11_MODULE(_C, m) {
         std::chrono::duration<double, std::nano> ns = std::chrono::steady_clock::now() - start;
         return ns.count() / iters;
     });
+
+    torch_glue::set_source_provider(&user_source_line);
+    m.def("_profiler_start", [](bool record_shapes, bool with_stack, bool host_ops) {
+        torch_glue::ProfilerOptions o;
+        o.record_shapes = record_shapes;
+        o.with_stack = with_stack;
+        o.host_ops = host_ops;
+        py::gil_scoped_release release;
+        torch_glue::profiler_start(o);
+    });
+    m.def("_profiler_stop", [] {
+        profiler::Trace trace;
+        {
+            py::gil_scoped_release release;
+            trace = torch_glue::profiler_stop();
+        }
+        return records_to_python(trace);
+    });
+    m.def("_profiler_running", [] { return torch_glue::profiler_running(); });
 
     m.def("_fallback_records", [] {
         py::list out;
