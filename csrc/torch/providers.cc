@@ -6,12 +6,28 @@
 //  - kernels::conv: oneDNN convolution, forward and backward.
 #include <ATen/ATen.h>
 
+#include <thread>
+
 #include "context.h"
 #include "kernels/conv/conv.h"
 #include "kernels/gemm/gemm.h"
 
+// OpenMP's per-thread team size (the OpenMP runtime libtorch loads), which MKL and oneDNN follow.
+extern "C" void omp_set_num_threads(int n);
+
 namespace ember::torch_glue {
 namespace {
+
+// Small products run on the calling stream worker alone: waking a team of OpenMP threads costs
+// more than the product, and on a small machine those threads compete with the device's own
+// pool. The threshold is where two threads start to pay off here (bench/matmul.py).
+void size_team_for(double flops) {
+    thread_local int current = -1;
+    const int want = flops < (1 << 24) ? 1 : 0;
+    if (want == current) return;
+    current = want;
+    omp_set_num_threads(want == 1 ? 1 : static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 c10::ScalarType scalar_type(kernels::DType t) {
     switch (t) {
@@ -28,6 +44,7 @@ at::Tensor host_alias(const kernels::TensorView& v) {
 }
 
 Status libtorch_gemm(const kernels::GemmArgs& g) {
+    size_team_for(2.0 * g.a.sizes[0] * g.a.sizes[1] * g.a.sizes[2] * g.b.sizes[2]);
     try {
         at::Tensor a = host_alias(g.a), b = host_alias(g.b), c = host_alias(g.c);
         if (a.size(0) == 1) {
@@ -46,7 +63,17 @@ Status libtorch_gemm(const kernels::GemmArgs& g) {
 
 std::vector<int64_t> vec(const int64_t* v, int n) { return std::vector<int64_t>(v, v + n); }
 
+// Multiply-adds of a convolution: every output element reads in_channels/groups x kernel taps.
+double conv_flops(const kernels::TensorView& out, const kernels::TensorView& weight) {
+    double taps = 1;
+    for (int d = 1; d < weight.ndim; ++d) taps *= static_cast<double>(weight.sizes[d]);
+    double n = 1;
+    for (int d = 0; d < out.ndim; ++d) n *= static_cast<double>(out.sizes[d]);
+    return 2.0 * n * taps;
+}
+
 Status libtorch_conv(const kernels::ConvArgs& a) {
+    size_team_for(conv_flops(a.out, a.weight));
     try {
         const auto& p = a.params;
         at::Tensor bias = a.bias.data ? host_alias(a.bias) : at::Tensor();
@@ -61,6 +88,7 @@ Status libtorch_conv(const kernels::ConvArgs& a) {
 }
 
 Status libtorch_conv_backward(const kernels::ConvBackwardArgs& a) {
+    size_team_for(2 * conv_flops(a.grad_out, a.weight));
     try {
         const auto& p = a.params;
         std::array<bool, 3> mask = {a.grad_input.data != nullptr, a.grad_weight.data != nullptr,
