@@ -9,6 +9,8 @@ import importlib
 COMMANDS = {
     "conformance": ("torch_ember.conformance.run",
                     "run PyTorch's OpInfo database on ember and compare with the CPU"),
+    "profile": ("torch_ember.profiler.run",
+                "run a script under the ember profiler: trace file and summary"),
 }
 
 

@@ -31,9 +31,20 @@ py::dict stat_dict(const runtime::Stat& s) {
 }
 
 // The innermost Python frame outside torch and torch_ember, as "file:line"; "" when this thread
-// is not running Python (autograd's backward threads, stream workers).
+// is not running Python (autograd's backward threads, stream workers). PyTorch releases the GIL
+// around op calls, so it is taken back here for the frame walk.
+std::string frame_walk();
+
 std::string user_source_line() {
-    if (!PyGILState_Check()) return {};
+    if (PyGILState_Check()) return frame_walk();
+    if (PyGILState_GetThisThreadState() == nullptr) return {};  // never ran Python
+    PyGILState_STATE g = PyGILState_Ensure();
+    std::string out = frame_walk();
+    PyGILState_Release(g);
+    return out;
+}
+
+std::string frame_walk() {
     PyFrameObject* frame = PyEval_GetFrame();  // borrowed
     if (frame) Py_INCREF(frame);
     std::string out;
