@@ -7,6 +7,19 @@
 #include "base/instrument.h"
 
 namespace ember::runtime {
+namespace {
+
+constexpr int kSpinIterations = 4000;  // about 10-40 us with pause instructions
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+}
+
+}  // namespace
 
 Stream::Stream(int device, int64_t id, int priority)
     : device_(device), id_(id), priority_(priority) {}
@@ -51,11 +64,7 @@ StatusOr<uint64_t> Stream::enqueue(const char* name, Task task) {
         uint64_t seq = enqueued_.fetch_add(1) + 1;
         if (auto* l = instrument::listener()) l->on_enqueue(device_, id_, seq, name);
         Status st = run(Item{seq, name, std::move(task)});
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            completed_.store(seq, std::memory_order_release);
-        }
-        done_cv_.notify_all();
+        finish(seq);
         if (!st.ok()) {
             record_error(name, st);
             return take_error();
@@ -71,34 +80,58 @@ StatusOr<uint64_t> Stream::enqueue(const char* name, Task task) {
         if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
     }
     if (auto* l = instrument::listener()) l->on_enqueue(device_, id_, seq, name);
-    work_cv_.notify_one();
+    // The flag was set under mu_ before the worker's wait released it, so after our push under
+    // mu_ a sleeping worker is always seen here.
+    if (worker_sleeping_.load(std::memory_order_seq_cst)) work_cv_.notify_one();
     return seq;
 }
 
+void Stream::finish(uint64_t seq) {
+    completed_.store(seq, std::memory_order_seq_cst);
+    // Dekker-style with wait_for: it counts itself in, then checks completed_; we store
+    // completed_, then check the count. One of us sees the other. Taking mu_ before notifying
+    // means a waiter that counted itself in is either already waiting or will see seq.
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard<std::mutex> lock(mu_); }
+        done_cv_.notify_all();
+    }
+}
+
 void Stream::worker_loop() {
+    std::deque<Item> batch;
     for (;;) {
-        Item item;
+        // Spin a little before sleeping: the next small kernel usually arrives within
+        // microseconds, and a futex sleep/wake costs more than that.
+        for (int i = 0; i < kSpinIterations && enqueued_.load(std::memory_order_acquire) <= completed(); ++i) {
+            cpu_relax();
+        }
         {
             std::unique_lock<std::mutex> lock(mu_);
-            work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty() && !stop_) {
+                worker_sleeping_.store(true, std::memory_order_seq_cst);
+                work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+                worker_sleeping_.store(false, std::memory_order_relaxed);
+            }
             if (queue_.empty()) return;  // stop_ and drained
-            item = std::move(queue_.front());
-            queue_.pop_front();
+            batch.swap(queue_);
         }
-        Status st = run(item);
-        if (!st.ok()) record_error(item.name, st);
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            completed_.store(item.seq, std::memory_order_release);
+        for (Item& item : batch) {
+            Status st = run(item);
+            if (!st.ok()) record_error(item.name, st);
+            const uint64_t seq = item.seq;
+            item.task = nullptr;  // release what the task holds before the work counts as done
+            finish(seq);
         }
-        done_cv_.notify_all();
+        batch.clear();
     }
 }
 
 void Stream::wait_for(uint64_t seq) {
     if (is_done(seq)) return;
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 Status Stream::synchronize() {

@@ -12,6 +12,11 @@
 //
 // Thread-safety: every method may be called from any thread. The worker starts on first use and
 // is joined by the destructor after the queue drains.
+//
+// Cost: small kernels make the queue run dry between enqueues, so the hand-off is kept off the
+// futex where it can be: the worker takes every queued task under one lock, spins briefly for
+// more before it sleeps, and is signalled only when it does sleep; a finished task wakes
+// waiters only when there are some.
 #pragma once
 
 #include <atomic>
@@ -63,6 +68,7 @@ class Stream {
     };
     void worker_loop();
     Status run(const Item& item);
+    void finish(uint64_t seq);  // publishes completion and wakes waiters if any
     void record_error(const char* name, const Status& st);
 
     const int device_;
@@ -75,6 +81,8 @@ class Stream {
     std::deque<Item> queue_;
     std::atomic<uint64_t> enqueued_{0};
     std::atomic<uint64_t> completed_{0};
+    std::atomic<bool> worker_sleeping_{false};  // set under mu_ before the worker waits
+    std::atomic<int> waiters_{0};               // threads in wait_for
     Status error_;
     bool stop_ = false;
     std::thread worker_;

@@ -20,7 +20,7 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter) {
     auto st = std::make_shared<LoopState>();
     auto& loop = st->loop;
     const int nd = iter.ndim();
-    TORCH_CHECK(nd <= kernels::kMaxDims, "ember: too many dimensions");
+    TORCH_CHECK(nd <= kernels::kMaxLoopDims, "ember: too many dimensions for an elementwise loop");
     TORCH_CHECK(iter.ntensors() <= kernels::kMaxOperands, "ember: too many operands");
     loop.ndim = nd;
     loop.nops = iter.ntensors();
@@ -59,6 +59,7 @@ kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
 }
 
 bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool) {
+    if (iter.ndim() > kernels::kMaxLoopDims) return false;  // dims that would not coalesce
     switch (iter.common_dtype()) {
         case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf:
             return true;

@@ -44,6 +44,7 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::
                                   .add_const_input(self)
                                   .add_const_input(other)
                                   .build();
+    if (iter.ndim() > kernels::kMaxLoopDims) return cpu<ATEN_OP2(where, self_out)>(cond, self, other, out);
     queue_ternary(TernaryOp::kWhere, iter, 0, rt);
     return out;
 }
@@ -105,6 +106,7 @@ at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const
     at::Tensor w = c10::scalar_to_tensor(weight);
     w.unsafeGetTensorImpl()->set_wrapped_number(true);
     auto iter = promoting_iter(out, self, end, w);
+    if (iter.ndim() > kernels::kMaxLoopDims) return cpu<ATEN_OP2(lerp, Scalar_out)>(self, end, weight, out);
     queue_ternary(TernaryOp::kLerp, iter, 0);
     return out;
 }
@@ -122,6 +124,7 @@ at::Tensor& lerp__scalar(at::Tensor& self, const at::Tensor& end, const c10::Sca
 at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out) {
     if (!lerp_native(self, end, &weight)) return cpu<ATEN_OP2(lerp, Tensor_out)>(self, end, weight, out);
     auto iter = promoting_iter(out, self, end, weight);
+    if (iter.ndim() > kernels::kMaxLoopDims) return cpu<ATEN_OP2(lerp, Tensor_out)>(self, end, weight, out);
     queue_ternary(TernaryOp::kLerp, iter, 0);
     return out;
 }
@@ -130,6 +133,7 @@ at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::
     if (!lerp_native(self, end, &weight)) return cpu<ATEN_OP2(lerp, Tensor)>(self, end, weight);
     at::Tensor out;
     auto iter = promoting_iter(out, self, end, weight);
+    if (iter.ndim() > kernels::kMaxLoopDims) return cpu<ATEN_OP2(lerp, Tensor)>(self, end, weight);
     queue_ternary(TernaryOp::kLerp, iter, 0);
     return iter.output();
 }

@@ -17,14 +17,18 @@
 namespace ember::kernels {
 
 constexpr int kMaxOperands = 4;
+// Dims of a loop after the caller coalesced them (TensorIterator merges every pair of dims it
+// can, so real ops need few). Kept small so a queued loop stays a small allocation: the glue
+// makes one per op call.
+constexpr int kMaxLoopDims = 8;
 
 struct ElementwiseLoop {
     int ndim = 0;                                // last dimension is the fastest moving
-    int64_t shape[kMaxDims] = {};
+    int64_t shape[kMaxLoopDims] = {};
     int nops = 0;                                // operand 0 is the output
     char* data[kMaxOperands] = {};
     DType dtype[kMaxOperands] = {};
-    int64_t strides[kMaxOperands][kMaxDims] = {};  // bytes
+    int64_t strides[kMaxOperands][kMaxLoopDims] = {};  // bytes
 };
 
 enum class UnaryOp : int8_t {
