@@ -12,7 +12,7 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 # 1. System packages (Debian/Ubuntu names).
-APT_PACKAGES=(g++ cmake ninja-build ccache libgtest-dev)
+APT_PACKAGES=(g++ cmake ninja-build ccache libgtest-dev llvm-19-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

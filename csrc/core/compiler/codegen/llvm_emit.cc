@@ -1,0 +1,678 @@
+// Kernel IR -> LLVM IR -> O2 -> object file. See llvm_emit.h for the contract.
+#include "compiler/codegen/llvm_emit.h"
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <unordered_map>
+
+#include "compiler/codegen/llvm_headers.h"
+#include "compiler/jit/orc_jit.h"
+
+namespace ember::compiler::codegen {
+namespace {
+
+using llvm::Value;
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Inlinable float math, emitted once per module on first use. Polynomials are Cephes' (as in
+// kernels/vec_math.h), so compiled and eager results agree to an ulp or two.
+class Math {
+  public:
+    explicit Math(llvm::Module& m) : m_(m), ctx_(m.getContext()) {}
+
+    Value* call(llvm::IRBuilder<>& b, const char* name, Value* x) {
+        return b.CreateCall(get(name), {x});
+    }
+
+  private:
+    llvm::Function* get(const char* name) {
+        auto it = fns_.find(name);
+        if (it != fns_.end()) return it->second;
+        llvm::Type* f = llvm::Type::getFloatTy(ctx_);
+        auto* fn = llvm::Function::Create(llvm::FunctionType::get(f, {f}, false), llvm::Function::InternalLinkage,
+                                          std::string("ember_") + name, m_);
+        fn->addFnAttr(llvm::Attribute::AlwaysInline);
+        fn->addFnAttr(llvm::Attribute::NoUnwind);
+        fn->setDoesNotAccessMemory();
+        fns_[name] = fn;
+        llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx_, "entry", fn));
+        Value* x = fn->getArg(0);
+        const std::string n = name;
+        Value* r = nullptr;
+        if (n == "exp") r = exp(b, x);
+        else if (n == "log") r = log(b, x);
+        else if (n == "tanh") r = tanh(b, x);
+        else if (n == "erf") r = erf(b, x);
+        b.CreateRet(r);
+        return fn;
+    }
+
+    Value* c(float v) { return llvm::ConstantFP::get(llvm::Type::getFloatTy(ctx_), v); }
+    Value* ci(int32_t v) { return llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx_), v); }
+    Value* poly(llvm::IRBuilder<>& b, Value* x, std::initializer_list<float> coeffs) {
+        Value* p = nullptr;
+        for (float k : coeffs) p = p ? b.CreateFAdd(b.CreateFMul(p, x), c(k)) : c(k);
+        return p;
+    }
+    Value* pow2i(llvm::IRBuilder<>& b, Value* k) {
+        return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, ci(127)), ci(23)), llvm::Type::getFloatTy(ctx_));
+    }
+
+    Value* exp(llvm::IRBuilder<>& b, Value* x) {
+        Value* cl = b.CreateSelect(b.CreateFCmpOGT(x, c(-110.f)), x, c(-110.f));
+        cl = b.CreateSelect(b.CreateFCmpOLT(cl, c(89.f)), cl, c(89.f));
+        Value* fn = b.CreateFSub(b.CreateFAdd(b.CreateFMul(cl, c(1.44269504088896341f)), c(12582912.f)), c(12582912.f));
+        Value* n = b.CreateFPToSI(fn, llvm::Type::getInt32Ty(ctx_));
+        Value* r = b.CreateFSub(b.CreateFSub(cl, b.CreateFMul(fn, c(0.693359375f))), b.CreateFMul(fn, c(-2.12194440e-4f)));
+        Value* p = poly(b, r, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                               1.6666665459e-1f, 5.0000001201e-1f});
+        p = b.CreateFAdd(b.CreateFAdd(b.CreateFMul(p, b.CreateFMul(r, r)), r), c(1.f));
+        Value* half = b.CreateAShr(n, ci(1));
+        Value* y = b.CreateFMul(b.CreateFMul(p, pow2i(b, half)), pow2i(b, b.CreateSub(n, half)));
+        return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+    }
+
+    Value* log(llvm::IRBuilder<>& b, Value* x) {
+        llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
+        llvm::Type* f32 = llvm::Type::getFloatTy(ctx_);
+        Value* small = b.CreateFCmpOLT(x, c(1.17549435e-38f));
+        Value* xs = b.CreateSelect(small, b.CreateFMul(x, c(8388608.f)), x);
+        Value* eadj = b.CreateSelect(small, ci(-23), ci(0));
+        Value* u = b.CreateBitCast(xs, i32);
+        Value* e = b.CreateAdd(b.CreateSub(b.CreateAnd(b.CreateLShr(u, ci(23)), ci(0xff)), ci(126)), eadj);
+        Value* m = b.CreateBitCast(b.CreateOr(b.CreateAnd(u, ci(0x007fffff)), ci(0x3f000000)), f32);
+        Value* lt = b.CreateFCmpOLT(m, c(0.707106781186547524f));
+        e = b.CreateSub(e, b.CreateZExt(lt, i32));
+        m = b.CreateSelect(lt, b.CreateFSub(b.CreateFAdd(m, m), c(1.f)), b.CreateFSub(m, c(1.f)));
+        Value* fe = b.CreateSIToFP(e, f32);
+        Value* z = b.CreateFMul(m, m);
+        Value* y = poly(b, m, {7.0376836292E-2f, -1.1514610310E-1f, 1.1676998740E-1f, -1.2420140846E-1f,
+                               1.4249322787E-1f, -1.6668057665E-1f, 2.0000714765E-1f, -2.4999993993E-1f,
+                               3.3333331174E-1f});
+        y = b.CreateFMul(b.CreateFMul(y, m), z);
+        y = b.CreateFAdd(y, b.CreateFMul(fe, c(-2.12194440e-4f)));
+        y = b.CreateFAdd(y, b.CreateFMul(z, c(-0.5f)));
+        Value* r = b.CreateFAdd(b.CreateFAdd(m, y), b.CreateFMul(fe, c(0.693359375f)));
+        const float inf = std::numeric_limits<float>::infinity();
+        r = b.CreateSelect(b.CreateFCmpOEQ(x, c(inf)), c(inf), r);
+        r = b.CreateSelect(b.CreateFCmpOEQ(x, c(0.f)), c(-inf), r);
+        r = b.CreateSelect(b.CreateFCmpOLT(x, c(0.f)), c(std::numeric_limits<float>::quiet_NaN()), r);
+        return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+    }
+
+    Value* tanh(llvm::IRBuilder<>& b, Value* x) {
+        Value* neg = b.CreateFCmpOLT(x, c(0.f));
+        Value* a = b.CreateSelect(neg, b.CreateFNeg(x), x);
+        Value* z = b.CreateFMul(x, x);
+        Value* small = b.CreateFAdd(
+            b.CreateFMul(b.CreateFMul(poly(b, z, {-5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f,
+                                                  1.33314422036e-1f, -3.33332819422e-1f}), z), x),
+            x);
+        Value* large = b.CreateFSub(c(1.f), b.CreateFDiv(c(2.f), b.CreateFAdd(call(b, "exp", b.CreateFAdd(a, a)), c(1.f))));
+        large = b.CreateSelect(neg, b.CreateFNeg(large), large);
+        large = b.CreateSelect(b.CreateFCmpUNO(x, x), x, large);
+        return b.CreateSelect(b.CreateFCmpOLT(a, c(0.625f)), small, large);
+    }
+
+    // |x| < 0.5: the Taylor series to x^11 (error < 2e-8); else Abramowitz & Stegun 7.1.26
+    // (absolute error < 1.5e-7), whose exp(-x^2) is our own exp.
+    Value* erf(llvm::IRBuilder<>& b, Value* x) {
+        Value* neg = b.CreateFCmpOLT(x, c(0.f));
+        Value* a = b.CreateSelect(neg, b.CreateFNeg(x), x);
+        Value* z = b.CreateFMul(a, a);
+        Value* s = poly(b, z, {-1.f / 1320.f, 1.f / 216.f, -1.f / 42.f, 1.f / 10.f, -1.f / 3.f, 1.f});
+        s = b.CreateFMul(b.CreateFMul(s, a), c(1.1283791670955126f));
+        Value* t = b.CreateFDiv(c(1.f), b.CreateFAdd(c(1.f), b.CreateFMul(a, c(0.3275911f))));
+        Value* p = poly(b, t, {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f});
+        Value* l = b.CreateFSub(c(1.f), b.CreateFMul(b.CreateFMul(p, t), call(b, "exp", b.CreateFNeg(z))));
+        Value* r = b.CreateSelect(b.CreateFCmpOLT(a, c(0.5f)), s, l);
+        return b.CreateSelect(neg, b.CreateFNeg(r), r);
+    }
+
+    llvm::Module& m_;
+    llvm::LLVMContext& ctx_;
+    std::unordered_map<std::string, llvm::Function*> fns_;
+};
+
+class KernelEmitter {
+  public:
+    KernelEmitter(llvm::Module& m, Math& math, const Kernel& k, const llvm::TargetMachine& tm)
+        : m_(m), ctx_(m.getContext()), b_(ctx_), math_(math), k_(k), tm_(tm) {}
+
+    void emit();
+
+  private:
+    llvm::Type* i64() { return llvm::Type::getInt64Ty(ctx_); }
+    llvm::Type* f32() { return llvm::Type::getFloatTy(ctx_); }
+    llvm::Type* f64() { return llvm::Type::getDoubleTy(ctx_); }
+    Value* ci64(int64_t v) { return llvm::ConstantInt::get(i64(), v); }
+    llvm::Type* cls_type(Cls c) {
+        switch (c) {
+            case Cls::kBool: return llvm::Type::getInt1Ty(ctx_);
+            case Cls::kI64: return i64();
+            case Cls::kF32: return f32();
+            case Cls::kF64: return f64();
+        }
+        return f32();
+    }
+    llvm::Type* mem_type(DType t);
+    Value* constant(Cls c, double f, int64_t i);
+    Value* convert(Value* v, Cls from, Cls to);
+    Value* load(const Expr& x);
+    void store(const Store& s, Value* v, Cls from);
+    Value* to_bf16_bits(Value* f);
+    Value* from_bf16_bits(Value* bits);
+    Value* eval(int e);
+    Value* eval_idx(int i);
+    Value* apply(const Expr& x);
+    Value* unary(Op op, Value* a, Cls c);
+    Value* base(int buffer);
+    void tag(llvm::Instruction* inst, int buffer);
+    void loop(Value* lo, Value* hi, const std::function<void(Value*)>& body);
+    void inner_nest(size_t level, const std::function<void()>& body);
+    void emit_phase(const Phase& p);
+    Value* lookup(std::vector<std::unordered_map<int, Value*>>& scopes, int id) {
+        for (size_t s = scopes.size(); s-- > 0;) {
+            auto it = scopes[s].find(id);
+            if (it != scopes[s].end()) return it->second;
+        }
+        return nullptr;
+    }
+    void push_scope() { emem_.emplace_back(); imem_.emplace_back(); }
+    void pop_scope() { emem_.pop_back(); imem_.pop_back(); }
+
+    llvm::Module& m_;
+    llvm::LLVMContext& ctx_;
+    llvm::IRBuilder<> b_;
+    Math& math_;
+    const Kernel& k_;
+    const llvm::TargetMachine& tm_;
+    llvm::Function* fn_ = nullptr;
+    llvm::BasicBlock* entry_ = nullptr;
+    Value* buffers_ = nullptr;
+    std::unordered_map<int, Value*> bases_;
+    std::unordered_map<int, llvm::MDNode*> scopes_;
+    std::vector<Value*> vars_;
+    std::vector<Value*> reduced_;
+    std::vector<std::unordered_map<int, Value*>> emem_, imem_;
+};
+
+llvm::Type* KernelEmitter::mem_type(DType t) {
+    switch (t) {
+        case DType::kBool: case DType::kUInt8: case DType::kInt8: return llvm::Type::getInt8Ty(ctx_);
+        case DType::kInt16: case DType::kBFloat16: return llvm::Type::getInt16Ty(ctx_);
+        case DType::kFloat16: return llvm::Type::getHalfTy(ctx_);
+        case DType::kInt32: return llvm::Type::getInt32Ty(ctx_);
+        case DType::kFloat32: return f32();
+        case DType::kFloat64: return f64();
+        default: return i64();
+    }
+}
+
+Value* KernelEmitter::constant(Cls c, double f, int64_t i) {
+    switch (c) {
+        case Cls::kBool: return llvm::ConstantInt::get(cls_type(c), (f != 0 || i != 0) ? 1 : 0);
+        case Cls::kI64: return ci64(i);
+        case Cls::kF32: return llvm::ConstantFP::get(f32(), f);
+        case Cls::kF64: return llvm::ConstantFP::get(f64(), f);
+    }
+    return nullptr;
+}
+
+Value* KernelEmitter::convert(Value* v, Cls from, Cls to) {
+    if (from == to) return v;
+    const bool ff = from == Cls::kF32 || from == Cls::kF64, tf = to == Cls::kF32 || to == Cls::kF64;
+    if (ff && tf) return to == Cls::kF64 ? b_.CreateFPExt(v, f64()) : b_.CreateFPTrunc(v, f32());
+    if (to == Cls::kBool) {
+        return ff ? b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
+                  : b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+    }
+    if (from == Cls::kBool) return tf ? b_.CreateUIToFP(v, cls_type(to)) : b_.CreateZExt(v, i64());
+    if (tf) return b_.CreateSIToFP(v, cls_type(to));
+    return b_.CreateFPToSI(v, i64());
+}
+
+Value* KernelEmitter::from_bf16_bits(Value* bits) {
+    Value* w = b_.CreateShl(b_.CreateZExt(bits, llvm::Type::getInt32Ty(ctx_)), 16);
+    return b_.CreateBitCast(w, f32());
+}
+
+// Round to nearest even, NaN kept quiet (0x7fc0), as kernels/dtype.h's to_bfloat16.
+Value* KernelEmitter::to_bf16_bits(Value* f) {
+    llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
+    Value* u = b_.CreateBitCast(f, i32);
+    Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), llvm::ConstantInt::get(i32, 1));
+    Value* r = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(u, llvm::ConstantInt::get(i32, 0x7fff)), lsb), 16);
+    r = b_.CreateTrunc(r, llvm::Type::getInt16Ty(ctx_));
+    return b_.CreateSelect(b_.CreateFCmpUNO(f, f), llvm::ConstantInt::get(llvm::Type::getInt16Ty(ctx_), 0x7fc0), r);
+}
+
+Value* KernelEmitter::base(int buffer) {
+    auto it = bases_.find(buffer);
+    if (it != bases_.end()) return it->second;
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    llvm::Type* ptr = llvm::PointerType::getUnqual(ctx_);
+    auto* p = eb.CreateLoad(ptr, eb.CreateConstInBoundsGEP1_64(ptr, buffers_, static_cast<uint64_t>(buffer)));
+    p->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+    bases_[buffer] = p;
+    return p;
+}
+
+// Each buffer is its own alias scope: stores to one never clobber loads from another, so the
+// vectorizer needs no run-time overlap checks. An in-place output shares its input's buffer id,
+// hence its scope, so that dependence stays visible.
+void KernelEmitter::tag(llvm::Instruction* inst, int buffer) {
+    llvm::MDNode* self = scopes_.at(buffer);
+    std::vector<llvm::Metadata*> others;
+    for (auto& [id, s] : scopes_)
+        if (id != buffer) others.push_back(s);
+    inst->setMetadata(llvm::LLVMContext::MD_alias_scope, llvm::MDNode::get(ctx_, {self}));
+    if (!others.empty()) inst->setMetadata(llvm::LLVMContext::MD_noalias, llvm::MDNode::get(ctx_, others));
+}
+
+Value* KernelEmitter::load(const Expr& x) {
+    llvm::Type* t = mem_type(x.dtype);
+    Value* p = b_.CreateInBoundsGEP(t, base(x.buffer), eval_idx(x.addr));
+    auto* ld = b_.CreateLoad(t, p);
+    tag(ld, x.buffer);
+    switch (x.dtype) {
+        case DType::kBFloat16: return from_bf16_bits(ld);
+        case DType::kFloat16: return b_.CreateFPExt(ld, f32());
+        case DType::kBool: return b_.CreateICmpNE(ld, llvm::ConstantInt::get(t, 0));
+        case DType::kUInt8: return b_.CreateZExt(ld, i64());
+        case DType::kInt8: case DType::kInt16: case DType::kInt32: return b_.CreateSExt(ld, i64());
+        default: return ld;
+    }
+}
+
+void KernelEmitter::store(const Store& s, Value* v, Cls from) {
+    v = convert(v, from, value_class(s.dtype));
+    llvm::Type* t = mem_type(s.dtype);
+    switch (s.dtype) {
+        case DType::kBFloat16: v = to_bf16_bits(v); break;
+        case DType::kFloat16: v = b_.CreateFPTrunc(v, t); break;
+        case DType::kBool: v = b_.CreateZExt(v, t); break;
+        case DType::kUInt8: case DType::kInt8: case DType::kInt16: case DType::kInt32: v = b_.CreateTrunc(v, t); break;
+        default: break;
+    }
+    Value* p = b_.CreateInBoundsGEP(t, base(s.buffer), eval_idx(s.addr));
+    tag(b_.CreateStore(v, p), s.buffer);
+}
+
+Value* KernelEmitter::eval_idx(int i) {
+    if (Value* v = lookup(imem_, i)) return v;
+    const Idx& x = k_.idx[static_cast<size_t>(i)];
+    Value* r = nullptr;
+    switch (x.kind) {
+        case Idx::kVar: r = vars_[static_cast<size_t>(x.a)]; break;
+        case Idx::kConst: r = ci64(x.a); break;
+        case Idx::kAdd: r = b_.CreateAdd(eval_idx(static_cast<int>(x.a)), eval_idx(static_cast<int>(x.b)), "", true, true); break;
+        case Idx::kMul: r = b_.CreateMul(eval_idx(static_cast<int>(x.a)), ci64(x.b), "", true, true); break;
+        case Idx::kDiv: r = b_.CreateUDiv(eval_idx(static_cast<int>(x.a)), ci64(x.b)); break;
+        case Idx::kMod: r = b_.CreateURem(eval_idx(static_cast<int>(x.a)), ci64(x.b)); break;
+    }
+    imem_.back()[i] = r;
+    return r;
+}
+
+Value* KernelEmitter::eval(int e) {
+    if (Value* v = lookup(emem_, e)) return v;
+    const Expr& x = k_.exprs[static_cast<size_t>(e)];
+    Value* r = nullptr;
+    switch (x.kind) {
+        case Expr::kConst: r = constant(x.cls, x.f, x.i); break;
+        case Expr::kLoad: r = load(x); break;
+        case Expr::kReduced: r = reduced_[static_cast<size_t>(x.reduction)]; break;
+        case Expr::kOp: r = apply(x); break;
+    }
+    emem_.back()[e] = r;
+    return r;
+}
+
+Value* KernelEmitter::unary(Op op, Value* a, Cls c) {
+    const bool fl = c == Cls::kF32 || c == Cls::kF64;
+    llvm::Type* t = a->getType();
+    auto k = [&](double v) { return llvm::ConstantFP::get(t, v); };
+    if (!fl) {
+        Value* zero = ci64(0);
+        switch (op) {
+            case Op::kNeg: return b_.CreateSub(zero, a);
+            case Op::kAbs: return b_.CreateSelect(b_.CreateICmpSLT(a, zero), b_.CreateSub(zero, a), a);
+            case Op::kRelu: return b_.CreateSelect(b_.CreateICmpSLT(a, zero), zero, a);
+            default: return a;  // floating ops on ints were promoted by the graph's rules
+        }
+    }
+    const bool f32v = c == Cls::kF32;
+    auto libm = [&](const char* name, Value* x) {
+        auto callee = m_.getOrInsertFunction(name, llvm::FunctionType::get(f64(), {f64()}, false));
+        return b_.CreateCall(callee, {x});
+    };
+    auto exp = [&](Value* x) { return f32v ? math_.call(b_, "exp", x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x); };
+    auto tanh = [&](Value* x) { return f32v ? math_.call(b_, "tanh", x) : libm("tanh", x); };
+    auto erf = [&](Value* x) { return f32v ? math_.call(b_, "erf", x) : libm("erf", x); };
+    auto sigmoid = [&](Value* x) { return b_.CreateFDiv(k(1), b_.CreateFAdd(k(1), exp(b_.CreateFNeg(x)))); };
+    switch (op) {
+        case Op::kNeg: return b_.CreateFNeg(a);
+        case Op::kAbs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+        case Op::kExp: return exp(a);
+        case Op::kLog: return f32v ? math_.call(b_, "log", a) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, a);
+        case Op::kSqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+        case Op::kRsqrt: return b_.CreateFDiv(k(1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a));
+        case Op::kReciprocal: return b_.CreateFDiv(k(1), a);
+        case Op::kSigmoid: return sigmoid(a);
+        case Op::kTanh: return tanh(a);
+        case Op::kRelu: return b_.CreateSelect(b_.CreateFCmpOLT(a, k(0)), k(0), a);
+        case Op::kSilu: return b_.CreateFMul(a, sigmoid(a));
+        case Op::kGelu:
+            return b_.CreateFMul(b_.CreateFMul(a, k(0.5)), b_.CreateFAdd(k(1), erf(b_.CreateFMul(a, k(M_SQRT1_2)))));
+        case Op::kGeluTanh: {
+            Value* inner = b_.CreateFMul(k(0.7978845608028654),
+                                         b_.CreateFAdd(a, b_.CreateFMul(k(0.044715), b_.CreateFMul(a, b_.CreateFMul(a, a)))));
+            return b_.CreateFMul(b_.CreateFMul(a, k(0.5)), b_.CreateFAdd(k(1), tanh(inner)));
+        }
+        case Op::kSin: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sin, a);
+        case Op::kCos: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::cos, a);
+        case Op::kErf: return erf(a);
+        default: return a;
+    }
+}
+
+namespace {
+int cls_rank(Cls c) { return c == Cls::kBool ? 1 : static_cast<int>(c); }
+}  // namespace
+
+Value* KernelEmitter::apply(const Expr& x) {
+    auto argcls = [&](int i) { return k_.exprs[static_cast<size_t>(x.args[i])].cls; };
+    auto arg = [&](int i, Cls to) { return convert(eval(x.args[i]), argcls(i), to); };
+    switch (op_kind(x.op)) {
+        case OpKind::kCast: {
+            Value* v = arg(0, x.cls);
+            switch (x.dtype) {
+                case DType::kBFloat16: return from_bf16_bits(to_bf16_bits(v));
+                case DType::kFloat16: return b_.CreateFPExt(b_.CreateFPTrunc(v, llvm::Type::getHalfTy(ctx_)), f32());
+                case DType::kUInt8: return b_.CreateZExt(b_.CreateTrunc(v, mem_type(x.dtype)), i64());
+                case DType::kInt8: case DType::kInt16: case DType::kInt32:
+                    return b_.CreateSExt(b_.CreateTrunc(v, mem_type(x.dtype)), i64());
+                default: return v;
+            }
+        }
+        case OpKind::kUnary: {
+            if (x.op == Op::kNot) return b_.CreateNot(arg(0, Cls::kBool));
+            const Cls c = x.cls == Cls::kBool ? Cls::kI64 : x.cls;
+            return convert(unary(x.op, arg(0, c), c), c, x.cls);
+        }
+        case OpKind::kBinary: {
+            const Cls c = x.cls == Cls::kBool ? Cls::kI64 : x.cls;
+            const bool fl = c == Cls::kF32 || c == Cls::kF64;
+            Value* a = arg(0, c);
+            const Expr& ex = k_.exprs[static_cast<size_t>(x.args[1])];
+            if (x.op == Op::kPow && fl && ex.kind == Expr::kConst) {
+                const double p = is_float_cls(ex.cls) ? ex.f : static_cast<double>(ex.i);
+                auto k = [&](double v) { return llvm::ConstantFP::get(a->getType(), v); };
+                if (p == 1) return a;
+                if (p == 2) return b_.CreateFMul(a, a);
+                if (p == 3) return b_.CreateFMul(a, b_.CreateFMul(a, a));
+                if (p == 0.5) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+                if (p == -1) return b_.CreateFDiv(k(1), a);
+                if (p == -0.5) return b_.CreateFDiv(k(1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a));
+                if (p == 0) return k(1);
+            }
+            Value* bb = arg(1, c);
+            Value* r = nullptr;
+            switch (x.op) {
+                case Op::kAdd: r = fl ? b_.CreateFAdd(a, bb) : b_.CreateAdd(a, bb); break;
+                case Op::kSub: r = fl ? b_.CreateFSub(a, bb) : b_.CreateSub(a, bb); break;
+                case Op::kMul: r = fl ? b_.CreateFMul(a, bb) : b_.CreateMul(a, bb); break;
+                case Op::kDiv:
+                    r = fl ? b_.CreateFDiv(a, bb)
+                           : b_.CreateSDiv(a, b_.CreateSelect(b_.CreateICmpEQ(bb, ci64(0)), ci64(1), bb));
+                    break;
+                case Op::kPow:
+                    r = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, bb)
+                           : b_.CreateFPToSI(b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, b_.CreateSIToFP(a, f64()),
+                                                                      b_.CreateSIToFP(bb, f64())),
+                                             i64());
+                    break;
+                case Op::kMaximum:
+                    r = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, bb)
+                           : b_.CreateSelect(b_.CreateICmpSGT(a, bb), a, bb);
+                    break;
+                case Op::kMinimum:
+                    r = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, bb)
+                           : b_.CreateSelect(b_.CreateICmpSLT(a, bb), a, bb);
+                    break;
+                default: r = a;
+            }
+            return convert(r, c, x.cls);
+        }
+        case OpKind::kCompare: {
+            if (x.op == Op::kAnd) return b_.CreateAnd(arg(0, Cls::kBool), arg(1, Cls::kBool));
+            if (x.op == Op::kOr) return b_.CreateOr(arg(0, Cls::kBool), arg(1, Cls::kBool));
+            Cls c = cls_rank(argcls(0)) >= cls_rank(argcls(1)) ? argcls(0) : argcls(1);
+            if (c == Cls::kBool) c = Cls::kI64;
+            Value* a = arg(0, c);
+            Value* bb = arg(1, c);
+            const bool fl = c == Cls::kF32 || c == Cls::kF64;
+            switch (x.op) {
+                case Op::kEq: return fl ? b_.CreateFCmpOEQ(a, bb) : b_.CreateICmpEQ(a, bb);
+                case Op::kNe: return fl ? b_.CreateFCmpUNE(a, bb) : b_.CreateICmpNE(a, bb);
+                case Op::kLt: return fl ? b_.CreateFCmpOLT(a, bb) : b_.CreateICmpSLT(a, bb);
+                case Op::kLe: return fl ? b_.CreateFCmpOLE(a, bb) : b_.CreateICmpSLE(a, bb);
+                case Op::kGt: return fl ? b_.CreateFCmpOGT(a, bb) : b_.CreateICmpSGT(a, bb);
+                case Op::kGe: return fl ? b_.CreateFCmpOGE(a, bb) : b_.CreateICmpSGE(a, bb);
+                default: return a;
+            }
+        }
+        case OpKind::kWhere: return b_.CreateSelect(arg(0, Cls::kBool), arg(1, x.cls), arg(2, x.cls));
+        default: return constant(x.cls, 0, 0);
+    }
+}
+
+void KernelEmitter::loop(Value* lo, Value* hi, const std::function<void(Value*)>& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(i64(), 2);
+    i->addIncoming(lo, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), bodyb, exit);
+    b_.SetInsertPoint(bodyb);
+    body(i);
+    i->addIncoming(b_.CreateAdd(i, ci64(1), "", true, true), b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+}
+
+void KernelEmitter::inner_nest(size_t level, const std::function<void()>& body) {
+    if (level == k_.inner.size()) {
+        body();
+        return;
+    }
+    const size_t no = k_.outer.size();
+    Value* hi = ci64(k_.inner[level]);
+    if (k_.tail > 0 && level + 1 == k_.inner.size()) {
+        Value* rem = b_.CreateSub(ci64(k_.tail), b_.CreateMul(vars_[no - 1], ci64(k_.inner[level])));
+        hi = b_.CreateSelect(b_.CreateICmpSLT(rem, hi), rem, hi);
+    }
+    loop(ci64(0), hi, [&](Value* i) {
+        vars_[no + level] = i;
+        inner_nest(level + 1, body);
+    });
+}
+
+void KernelEmitter::emit_phase(const Phase& p) {
+    std::vector<llvm::AllocaInst*> accs;
+    for (int r : p.reductions) {
+        const Reduction& red = k_.reductions[static_cast<size_t>(r)];
+        llvm::IRBuilder<> eb(entry_, entry_->begin());
+        llvm::AllocaInst* acc = eb.CreateAlloca(cls_type(red.acc));
+        const bool fl = is_float_cls(red.acc);
+        const double inf = std::numeric_limits<double>::infinity();
+        Value* init = nullptr;
+        switch (red.op) {
+            case Op::kProd: init = constant(red.acc, 1, 1); break;
+            case Op::kAmax: init = fl ? constant(red.acc, -inf, 0) : ci64(std::numeric_limits<int64_t>::min()); break;
+            case Op::kAmin: init = fl ? constant(red.acc, inf, 0) : ci64(std::numeric_limits<int64_t>::max()); break;
+            default: init = constant(red.acc, 0, 0);
+        }
+        b_.CreateStore(init, acc);
+        accs.push_back(acc);
+    }
+    if (!p.stores.empty() || !p.reductions.empty()) {
+        inner_nest(0, [&] {
+            push_scope();
+            std::vector<Value*> vals;
+            for (const Store& s : p.stores) vals.push_back(eval(s.expr));
+            for (size_t i = 0; i < p.reductions.size(); ++i) {
+                const Reduction& red = k_.reductions[static_cast<size_t>(p.reductions[i])];
+                Value* v = convert(eval(red.expr), k_.exprs[static_cast<size_t>(red.expr)].cls, red.acc);
+                Value* cur = b_.CreateLoad(cls_type(red.acc), accs[i]);
+                const bool fl = is_float_cls(red.acc);
+                Value* next = nullptr;
+                switch (red.op) {
+                    case Op::kAmax:
+                        next = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, cur, v)
+                                  : b_.CreateSelect(b_.CreateICmpSGT(v, cur), v, cur);
+                        break;
+                    case Op::kAmin:
+                        next = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, cur, v)
+                                  : b_.CreateSelect(b_.CreateICmpSLT(v, cur), v, cur);
+                        break;
+                    case Op::kProd: next = fl ? b_.CreateFMul(cur, v) : b_.CreateMul(cur, v); break;
+                    default: next = fl ? b_.CreateFAdd(cur, v) : b_.CreateAdd(cur, v);
+                }
+                // Reassociation lets the vectorizer keep one partial sum per lane.
+                if (auto* inst = llvm::dyn_cast<llvm::Instruction>(next); inst && fl && llvm::isa<llvm::FPMathOperator>(inst))
+                    inst->setHasAllowReassoc(true);
+                b_.CreateStore(next, accs[i]);
+            }
+            for (size_t i = 0; i < p.stores.size(); ++i)
+                store(p.stores[i], vals[i], k_.exprs[static_cast<size_t>(p.stores[i].expr)].cls);
+            pop_scope();
+        });
+    }
+    for (size_t i = 0; i < p.reductions.size(); ++i) {
+        const Reduction& red = k_.reductions[static_cast<size_t>(p.reductions[i])];
+        Value* v = b_.CreateLoad(cls_type(red.acc), accs[i]);
+        if (red.op == Op::kMean) {
+            if (!is_float_cls(red.acc)) v = convert(v, red.acc, Cls::kF32);
+            v = b_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(red.count)));
+        }
+        reduced_[static_cast<size_t>(p.reductions[i])] = v;
+    }
+    for (const Store& s : p.post) store(s, eval(s.expr), k_.exprs[static_cast<size_t>(s.expr)].cls);
+}
+
+void KernelEmitter::emit() {
+    llvm::Type* ptr = llvm::PointerType::getUnqual(ctx_);
+    auto* ft = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr, i64(), i64()}, false);
+    fn_ = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, k_.name, m_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    fn_->addFnAttr("target-cpu", tm_.getTargetCPU());
+    fn_->addFnAttr("target-features", tm_.getTargetFeatureString());
+    fn_->addParamAttr(0, llvm::Attribute::NoAlias);
+    entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);
+    b_.SetInsertPoint(entry_);
+    b_.CreateBr(start);
+    b_.SetInsertPoint(start);
+    buffers_ = fn_->getArg(0);
+
+    llvm::MDBuilder mdb(ctx_);
+    llvm::MDNode* domain = mdb.createAliasScopeDomain(k_.name);
+    auto add_scope = [&](int b) {
+        if (!scopes_.count(b)) scopes_[b] = mdb.createAliasScope("b" + std::to_string(b), domain);
+    };
+    for (const Expr& x : k_.exprs)
+        if (x.kind == Expr::kLoad) add_scope(x.buffer);
+    for (const Phase& p : k_.phases) {
+        for (const Store& s : p.stores) add_scope(s.buffer);
+        for (const Store& s : p.post) add_scope(s.buffer);
+    }
+
+    vars_.assign(k_.outer.size() + k_.inner.size(), nullptr);
+    reduced_.assign(k_.reductions.size(), nullptr);
+    loop(fn_->getArg(1), fn_->getArg(2), [&](Value* r) {
+        push_scope();
+        int64_t stride = 1;
+        for (size_t d = k_.outer.size(); d-- > 0;) {
+            Value* q = stride == 1 ? r : b_.CreateUDiv(r, ci64(stride));
+            vars_[d] = (d == 0 || k_.outer[d] == 1) ? (k_.outer[d] == 1 ? ci64(0) : q) : b_.CreateURem(q, ci64(k_.outer[d]));
+            stride *= std::max<int64_t>(1, k_.outer[d]);
+        }
+        for (const Phase& p : k_.phases) emit_phase(p);
+        pop_scope();
+    });
+    b_.CreateRetVoid();
+}
+
+}  // namespace
+
+StatusOr<ObjectCode> emit_object(const Plan& plan, bool want_ir_text) {
+    jit::initialize_llvm();
+    ObjectCode out;
+    auto t0 = std::chrono::steady_clock::now();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) return internal_error("llvm: cannot detect the host target: " + llvm::toString(jtmb.takeError()));
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+    jtmb->setRelocationModel(llvm::Reloc::PIC_);
+    auto tm = jtmb->createTargetMachine();
+    if (!tm) return internal_error("llvm: cannot create a target machine: " + llvm::toString(tm.takeError()));
+
+    llvm::LLVMContext ctx;
+    llvm::Module module("ember", ctx);
+    module.setDataLayout((*tm)->createDataLayout());
+    module.setTargetTriple((*tm)->getTargetTriple().str());
+    Math math(module);
+    for (const Kernel& k : plan.kernels) KernelEmitter(module, math, k, **tm).emit();
+    std::string verify_msg;
+    llvm::raw_string_ostream vos(verify_msg);
+    if (llvm::verifyModule(module, &vos)) return internal_error("llvm: generated IR is invalid: " + verify_msg);
+    out.emit_ms = ms_since(t0);
+
+    t0 = std::chrono::steady_clock::now();
+    {
+        llvm::LoopAnalysisManager lam;
+        llvm::FunctionAnalysisManager fam;
+        llvm::CGSCCAnalysisManager cgam;
+        llvm::ModuleAnalysisManager mam;
+        llvm::PipelineTuningOptions pto;
+        pto.LoopVectorization = true;
+        pto.SLPVectorization = true;
+        llvm::PassBuilder pb(tm->get(), pto);
+        pb.registerModuleAnalyses(mam);
+        pb.registerCGSCCAnalyses(cgam);
+        pb.registerFunctionAnalyses(fam);
+        pb.registerLoopAnalyses(lam);
+        pb.crossRegisterProxies(lam, fam, cgam, mam);
+        llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+        mpm.run(module, mam);
+    }
+    out.opt_ms = ms_since(t0);
+    if (want_ir_text) {
+        llvm::raw_string_ostream os(out.ir_text);
+        module.print(os, nullptr);
+    }
+
+    t0 = std::chrono::steady_clock::now();
+    llvm::SmallVector<char, 0> buffer;
+    {
+        llvm::raw_svector_ostream os(buffer);
+        llvm::legacy::PassManager pm;
+        if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+            return internal_error("llvm: the target cannot emit object files");
+        pm.run(module);
+    }
+    out.object.assign(buffer.begin(), buffer.end());
+    out.mc_ms = ms_since(t0);
+    return out;
+}
+
+}  // namespace ember::compiler::codegen

@@ -1,0 +1,20 @@
+// The compiler's passes, in pipeline order (pipeline.cc runs them by name):
+//   decompose     Graph -> Graph: composite ops (softmax, log_softmax) into reductions and
+//                 elementwise ops, so that fusion sees one vocabulary.
+//   fuse          Graph -> Plan: groups elementwise chains, views and reductions into kernels
+//                 of the loop IR (plan.h), and library ops into their own steps.
+//   plan_buffers  Plan -> Plan: places intermediates in one scratch arena, reusing memory of
+//                 buffers whose last use has passed.
+#pragma once
+
+#include "base/status.h"
+#include "compiler/ir/graph.h"
+#include "compiler/plan.h"
+
+namespace ember::compiler {
+
+StatusOr<Graph> decompose(const Graph& graph);
+StatusOr<Plan> fuse(const Graph& graph);
+Status plan_buffers(Plan& plan);
+
+}  // namespace ember::compiler
