@@ -17,6 +17,10 @@
 namespace py = pybind11;
 using namespace ember;
 
+namespace ember::torch_glue {
+void bind_compiler(py::module_& m);  // bindings/compiler.cc
+}
+
 namespace {
 
 runtime::Device& dev(int index) { return torch_glue::device_for(static_cast<c10::DeviceIndex>(index)); }
@@ -160,6 +164,7 @@ PYBIND11_MODULE(_C, m) {
         return ns.count() / iters;
     });
 
+    torch_glue::bind_compiler(m);
     torch_glue::set_source_provider(&user_source_line);
     m.def("_profiler_start", [](bool record_shapes, bool with_stack, bool host_ops) {
         torch_glue::ProfilerOptions o;
