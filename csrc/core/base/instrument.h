@@ -19,6 +19,11 @@ struct Listener {
     virtual void on_end(int device, int64_t stream, uint64_t seq, const char* name) {}
     virtual void on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total) {}
     virtual void on_free(int device, const void* ptr, size_t bytes, size_t allocated_total) {}
+    // A step inside the running kernel (a compiled graph's fused kernel or library call), on the
+    // stream worker between that kernel's on_start and on_end. `label` names the step and the
+    // user's source lines it came from; steps do not nest.
+    virtual void on_step_begin(const char* label) {}
+    virtual void on_step_end(const char* label) {}
 };
 
 // The installed listener or nullptr. The caller keeps the listener alive until it is replaced.

@@ -1,5 +1,7 @@
 #include "compiler/executable.h"
 
+#include "base/instrument.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -56,7 +58,10 @@ Status Executable::run(void* const* inputs, void* const* outputs, runtime::Threa
                                     std::to_string(buf.index) + " is null");
     }
     char** table = ptrs.data();
+    // A profiler listening sees each step inside this graph's kernel span.
+    instrument::Listener* listener = instrument::listener();
     for (const Step& st : plan_.steps) {
+        if (listener) listener->on_step_begin(st.label.c_str());
         switch (st.kind) {
             case Step::kKernel: {
                 if (st.range <= 0) break;
@@ -93,6 +98,7 @@ Status Executable::run(void* const* inputs, void* const* outputs, runtime::Threa
                 break;
             }
         }
+        if (listener) listener->on_step_end(st.label.c_str());
     }
     return {};
 }

@@ -26,7 +26,7 @@
 namespace ember::compiler {
 
 // Bumped whenever generated code or the plan format changes, so old cache entries miss.
-inline constexpr const char* kCompilerVersion = "ember-compiler 1";
+inline constexpr const char* kCompilerVersion = "ember-compiler 2";
 
 struct CompileOptions {
     std::string cache_dir;    // empty: no persistent cache

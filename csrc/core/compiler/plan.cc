@@ -92,7 +92,7 @@ class Reader {
     bool ok_ = true;
 };
 
-constexpr uint32_t kPlanFormat = 1;
+constexpr uint32_t kPlanFormat = 2;
 
 }  // namespace
 
@@ -121,6 +121,7 @@ std::string Plan::serialize() const {
         w.pod(s.f0);
         w.pod(s.f1);
         w.pod(s.i0);
+        w.str(s.label);
     }
     w.pod(static_cast<uint64_t>(constants.size()));
     for (const auto& c : constants) w.vec(c);
@@ -172,6 +173,7 @@ StatusOr<Plan> Plan::deserialize(std::string_view bytes) {
         s.f0 = r.pod<double>();
         s.f1 = r.pod<double>();
         s.i0 = r.pod<int64_t>();
+        s.label = r.str();
         p.steps.push_back(std::move(s));
     }
     n = count();

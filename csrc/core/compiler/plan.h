@@ -112,6 +112,7 @@ struct Step {
     std::vector<TensorRef> refs;  // kGemm: a, b, c; kAttention: q, k, v, out, lse [, mask]
     double f0 = 0, f1 = 0;        // kGemm: alpha, beta; kAttention: scale
     int64_t i0 = 0;               // kAttention: causal
+    std::string label;            // for profilers: what the step computes and the source lines
     // Buffers read and written, for liveness (not serialized).
     std::vector<int> reads, writes;
 };

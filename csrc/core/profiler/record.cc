@@ -16,6 +16,7 @@ const char* kind_name(RecordKind kind) {
         case RecordKind::kSynchronize: return "synchronize";
         case RecordKind::kCompilePhase: return "compile";
         case RecordKind::kInstant: return "instant";
+        case RecordKind::kStep: return "step";
     }
     return "unknown";
 }

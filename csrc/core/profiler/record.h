@@ -26,6 +26,8 @@ enum class RecordKind : uint8_t {
     kSynchronize,   // host blocked on device (-1: all devices); span
     kCompilePhase,  // a compile step: name, cache_hit; span
     kInstant,       // a named point in time on the calling thread
+    kStep,          // a step inside a kernel (compiled graph): device, stream, seq of the kernel,
+                    // name = the step's label; span nested in that kernel's span
 };
 
 enum class CopyKind : uint8_t { kNone, kH2D, kD2H, kD2D };

@@ -103,6 +103,7 @@ struct Tracer::ThreadBuffer {
     bool sync_open = false;
     std::array<OpenKernel, kMaxKernelDepth> kernels;
     int kernel_depth = 0;
+    int64_t step_start = -1;  // the open step's start (steps do not nest)
 
     struct Interned {
         uint32_t id;
@@ -323,6 +324,31 @@ void Tracer::on_end(int device, int64_t stream, uint64_t seq, const char* name) 
     r.name = id;
     r.ts_ns = open.ts;
     r.dur_ns = t - open.ts;
+    commit(b);
+}
+
+void Tracer::on_step_begin(const char* label) {
+    if (!active()) return;
+    buffer().step_start = now_ns();
+}
+
+void Tracer::on_step_end(const char* label) {
+    if (!active()) return;
+    ThreadBuffer& b = buffer();
+    const int64_t start = b.step_start;
+    b.step_start = -1;
+    if (start < 0 || b.kernel_depth == 0) return;  // not inside a traced kernel
+    const OpenKernel& k = b.kernels[b.kernel_depth - 1];
+    const int64_t t = now_ns();
+    uint32_t id = intern(b, label);
+    Record& r = next_slot(b);
+    r.kind = RecordKind::kStep;
+    r.device = k.device;
+    r.stream = k.stream;
+    r.seq = k.seq;
+    r.name = id;
+    r.ts_ns = start;
+    r.dur_ns = t - start;
     commit(b);
 }
 

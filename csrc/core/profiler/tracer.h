@@ -88,6 +88,8 @@ class Tracer final : public instrument::Listener {
     void on_end(int device, int64_t stream, uint64_t seq, const char* name) override;
     void on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total) override;
     void on_free(int device, const void* ptr, size_t bytes, size_t allocated_total) override;
+    void on_step_begin(const char* label) override;
+    void on_step_end(const char* label) override;
 
     // Host side, called by the glue on the thread doing the work. Strings are copied.
     // An op call (e.g. "aten::add") with its input shapes and Python source line; nests.

@@ -127,6 +127,12 @@ def chrome_trace(records: Iterable[dict]) -> dict:
                 args.update(copy_kind=c["copy_kind"], bytes=c["bytes"])
             add_span(r, device_pid(r["device"]), stream_tid(r["stream"]), r["name"], cat, args)
             continue
+        if kind == "step":  # inside its compiled graph's kernel span, on the same track
+            label = r["name"]
+            source = label.split(" @ ", 1)[1] if " @ " in label else ""
+            add_span(r, device_pid(r["device"]), stream_tid(r["stream"]), label, "step",
+                     {"seq": r["seq"], "source": source})
+            continue
         if kind in ("alloc", "free"):
             continue  # memory is handled per device below
         host_threads.add(thread)

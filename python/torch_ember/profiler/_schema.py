@@ -42,6 +42,9 @@ Kinds, and who produces them:
 - ``synchronize`` (span, host thread): the host blocked on ``device``.
 - ``compile`` (span, host thread): compile phase ``name``; ``cache_hit``.
 - ``instant`` (instant, host thread): a named point.
+- ``step`` (span, stream worker): a step inside kernel (device, stream, seq), for a compiled
+  graph's fused kernels and library calls; ``name`` is its label, which ends with the user's
+  source lines ("ember_k3 mul+add @ model.py:12"). Nested in that kernel's span.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ KINDS = frozenset(
         "synchronize",
         "compile",
         "instant",
+        "step",
     }
 )
 

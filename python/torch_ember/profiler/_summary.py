@@ -146,7 +146,7 @@ class Summary:
         self.end_ns = max((end_ns(r) for r in recs), default=0)
         self.duration_ns = self.end_ns - self.start_ns
         self.kernels = self._kernels()
-        self.device_time_ns = sum(k.total_ns for k in self.kernels)
+        self.device_time_ns = sum(r["dur_ns"] for r in self._recs if r["kind"] == "kernel")
         self.fallbacks = self._fallbacks()
         self.fallback_ns = sum(f.total_ns for f in self.fallbacks)
         self.fallback_share = self.fallback_ns / self.duration_ns if self.duration_ns else 0.0
@@ -220,15 +220,23 @@ class Summary:
     # --- construction ----------------------------------------------------------------------
 
     def _kernels(self) -> list[KernelStat]:
+        """Kernels by name; a compiled graph's steps are listed too (they are the graph
+        kernel's time broken down, so shares are of kernel time excluding steps)."""
         count: dict[str, int] = defaultdict(int)
         total: dict[str, int] = defaultdict(int)
+        steps: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for r in self._recs:
+            if r["kind"] == "step":
+                steps[r["name"]][0] += 1
+                steps[r["name"]][1] += r["dur_ns"]
             if r["kind"] == "kernel":
                 count[r["name"]] += 1
                 total[r["name"]] += r["dur_ns"]
         all_ns = sum(total.values())
         out = [KernelStat(n, count[n], total[n], total[n] / count[n],
                           total[n] / all_ns if all_ns else 0.0) for n in count]
+        out += [KernelStat(f"  {n}", c, t, t / c, t / all_ns if all_ns else 0.0)
+                for n, (c, t) in steps.items()]
         return sorted(out, key=lambda k: (-k.total_ns, k.name))
 
     def _fallbacks(self) -> list[FallbackStat]:

@@ -533,6 +533,7 @@ Status Fuser::process_library(int v) {
         }
         st.refs = {to3d(a.value()), to3d(b.value()), to3d(whole(plan_, out))};
     }
+    st.label = std::string(op_name(n.op)) + (n.source.empty() ? "" : " @ " + n.source);
     plan_.steps.push_back(st);
     producer_[v] = static_cast<int>(plan_.steps.size()) - 1;
     return {};
@@ -583,9 +584,31 @@ void Fuser::finalize() {
         }
     }
     for (Kernel& k : plan_.kernels) plan_.kernel_names.push_back(k.name);
+    label_kernel_steps();
     for (size_t v = 0; v < g_.nodes().size(); ++v) {
         const OpKind kind = op_kind(g_.node(static_cast<int>(v)).op);
         if (live_[v] && (is_pointwise(kind) || kind == OpKind::kReduce)) ++plan_.nodes_fused;
+    }
+}
+
+// "ember_k3 mul+sigmoid+add @ model.py:12, model.py:13": the kernel, the ops whose results it
+// writes, and the user's lines they came from, for the profiler's view of a compiled graph.
+void Fuser::label_kernel_steps() {
+    for (const KernelState& s : states_) {
+        std::vector<std::string> ops, sources;
+        auto add_unique = [](std::vector<std::string>& list, const std::string& x) {
+            if (!x.empty() && std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
+        };
+        for (int v : s.root_order) {
+            add_unique(ops, op_name(g_.node(v).op));
+            add_unique(sources, g_.node(v).source);
+        }
+        std::string label = plan_.kernels[s.kernel].name;
+        for (size_t i = 0; i < ops.size() && i < 6; ++i) label += (i ? "+" : " ") + ops[i];
+        if (ops.size() > 6) label += "+...";
+        for (size_t i = 0; i < sources.size() && i < 4; ++i) label += (i ? ", " : " @ ") + sources[i];
+        if (sources.size() > 4) label += ", ...";
+        plan_.steps[s.step].label = std::move(label);
     }
 }
 

@@ -79,6 +79,7 @@ class Fuser {
     std::vector<int> kept_idx(const KernelState& s, int form) const;
     void finalize();
     void check_aliases();
+    void label_kernel_steps();
     int home(int v);
     int scratch_buffer(DType dtype, const std::vector<int64_t>& sizes);
 
