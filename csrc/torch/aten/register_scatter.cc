@@ -39,7 +39,9 @@ at::Tensor& scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& 
     at::Tensor idx = index.scalar_type() == at::kLong ? index : index.to(at::kLong);
     at::Tensor s = src.dim() == 0 && index.dim() > 0 ? src.expand(index.sizes()) : src;
     at::Tensor dst = out.is_contiguous() ? out : at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous)).copy_(out);
-    kernels::TensorView o = view_of(dst), i = view_of(idx), v = view_of(s);
+    // PyTorch treats a 0-d tensor here as 1-d of size 1; so does the kernel's view of it.
+    auto rank1 = [](const at::Tensor& t) { return t.dim() == 0 ? t.view({1}) : t; };
+    kernels::TensorView o = view_of(rank1(dst)), i = view_of(rank1(idx)), v = view_of(rank1(s));
     int d = static_cast<int>(dim);
     queue(dst, "scatter", [o, i, v, d, reduce](runtime::ThreadPool* p) { return kernels::scatter(o, i, v, d, reduce, p); });
     if (!dst.is_same(out)) out.copy_(dst);
