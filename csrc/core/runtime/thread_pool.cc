@@ -4,8 +4,21 @@
 
 namespace ember::runtime {
 namespace {
+
 thread_local bool t_inside_pool = false;
+
+// Spinning this long before sleeping lets back-to-back kernels skip a futex wake-up each.
+constexpr int kSpinIterations = 2000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
 }
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
     for (int i = 1; i < std::max(1, num_threads); ++i) {
@@ -16,37 +29,42 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        stop_ = true;
+        stop_.store(true);
+        generation_.fetch_add(1);
     }
     work_cv_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::run_chunk(int id) {
-    const std::function<void(int64_t, int64_t)>* fn;
-    int64_t begin, end;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (fn_ == nullptr || id >= chunks_) return;
-        fn = fn_;
-        begin = id * chunk_;
-        end = std::min(n_, begin + chunk_);
+    // The fields were written before generation_ was bumped (release) and read after it was
+    // seen (acquire); the caller does not touch them again until every chunk is done.
+    if (fn_ == nullptr || id >= chunks_) return;
+    const int64_t begin = id * chunk_;
+    const int64_t end = std::min(n_, begin + chunk_);
+    if (begin < end) (*fn_)(begin, end);
+    if (pending_chunks_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        caller_waiting_.load(std::memory_order_seq_cst)) {
+        { std::lock_guard<std::mutex> lock(mu_); }
+        done_cv_.notify_all();
     }
-    if (begin < end) (*fn)(begin, end);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--pending_chunks_ == 0) done_cv_.notify_all();
 }
 
 void ThreadPool::worker_loop(int id) {
     t_inside_pool = true;
     uint64_t seen = 0;
     for (;;) {
-        {
+        for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
+        if (generation_.load(std::memory_order_acquire) == seen) {
             std::unique_lock<std::mutex> lock(mu_);
-            work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
+            // Dekker with parallel_for: we count ourselves asleep, then re-check the generation;
+            // it bumps the generation, then checks for sleepers. One of us sees the other.
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
+            work_cv_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+            sleepers_.fetch_sub(1, std::memory_order_relaxed);
         }
+        if (stop_.load()) return;
+        seen = generation_.load(std::memory_order_acquire);
         run_chunk(id);
     }
 }
@@ -60,23 +78,28 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
         return;
     }
     std::lock_guard<std::mutex> call_lock(call_mu_);
-    int64_t threads = num_threads();
-    int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        fn_ = &fn;
-        n_ = n;
-        chunk_ = (n + chunks - 1) / chunks;
-        chunks_ = chunks;
-        pending_chunks_ = chunks;
-        ++generation_;
+    const int64_t threads = num_threads();
+    const int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+    fn_ = &fn;
+    n_ = n;
+    chunk_ = (n + chunks - 1) / chunks;
+    chunks_ = chunks;
+    pending_chunks_.store(chunks, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard<std::mutex> lock(mu_); }
+        work_cv_.notify_all();
     }
-    work_cv_.notify_all();
     t_inside_pool = true;
     run_chunk(0);
     t_inside_pool = false;
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return pending_chunks_ == 0; });
+    for (int i = 0; i < kSpinIterations && pending_chunks_.load(std::memory_order_acquire) > 0; ++i) cpu_relax();
+    if (pending_chunks_.load(std::memory_order_acquire) > 0) {
+        std::unique_lock<std::mutex> lock(mu_);
+        caller_waiting_.store(true, std::memory_order_seq_cst);
+        done_cv_.wait(lock, [&] { return pending_chunks_.load(std::memory_order_seq_cst) == 0; });
+        caller_waiting_.store(false, std::memory_order_relaxed);
+    }
     fn_ = nullptr;
 }
 

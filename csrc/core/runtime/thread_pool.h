@@ -9,6 +9,7 @@
 // and must not call parallel_for on the same pool (nested calls run serially instead).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -21,7 +22,7 @@ namespace ember::runtime {
 // Elements of simple work (a few flops each) a chunk must have before splitting pays: waking a
 // sleeping pool thread costs tens of microseconds on a busy small machine (about 50 us measured on
 // 2 cores), which is what a single thread needs for roughly half a million elements.
-constexpr int64_t kParallelGrain = 1 << 19;
+constexpr int64_t kParallelGrain = 1 << 16;
 
 class ThreadPool {
   public:
@@ -42,6 +43,9 @@ class ThreadPool {
     std::vector<std::thread> workers_;
     std::mutex call_mu_;  // one parallel_for at a time
 
+    // Hand-off: the caller publishes the call's fields, then bumps generation_; workers spin on
+    // it briefly before sleeping on work_cv_, and are signalled only when some sleep. The caller
+    // likewise spins on pending_chunks_ before sleeping on done_cv_.
     std::mutex mu_;
     std::condition_variable work_cv_;
     std::condition_variable done_cv_;
@@ -49,9 +53,11 @@ class ThreadPool {
     int64_t n_ = 0;
     int64_t chunk_ = 0;
     int64_t chunks_ = 0;
-    int64_t pending_chunks_ = 0;
-    uint64_t generation_ = 0;
-    bool stop_ = false;
+    std::atomic<int64_t> pending_chunks_{0};
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> sleepers_{0};
+    std::atomic<bool> caller_waiting_{false};
+    std::atomic<bool> stop_{false};
 };
 
 }  // namespace ember::runtime

@@ -113,13 +113,15 @@ void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
                     reinterpret_cast<const C*>(p[2]), n);
             return;
         }
+        // Operands already in the compute type are used in place; the rest go through blocks.
         alignas(64) C a[detail::kBlock], b[detail::kBlock], out[detail::kBlock];
         for (int64_t j = 0; j < n; j += detail::kBlock) {
             int64_t m = std::min(detail::kBlock, n - j);
-            detail::load_block(a, p[1] + j * s[1], s[1], loop.dtype[1], m);
-            detail::load_block(b, p[2] + j * s[2], s[2], loop.dtype[2], m);
-            compute(out, a, b, m);
-            detail::store_block(p[0] + j * s[0], s[0], loop.dtype[0], out, m);
+            const C* pa = detail::input_block(a, p[1] + j * s[1], s[1], loop.dtype[1], m);
+            const C* pb = detail::input_block(b, p[2] + j * s[2], s[2], loop.dtype[2], m);
+            C* po = detail::output_block(out, p[0] + j * s[0], s[0], loop.dtype[0]);
+            compute(po, pa, pb, m);
+            detail::flush_block(po, out, p[0] + j * s[0], s[0], loop.dtype[0], m);
         }
     });
 }

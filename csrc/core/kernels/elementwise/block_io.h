@@ -51,6 +51,28 @@ constexpr DType dtype_of() {
     else return DType::kInt64;
 }
 
+// A block of an input operand as the compute loop reads it: the tensor memory itself when it
+// already holds C contiguously (no copy), else `buf`, filled by load_block (conversion, strides,
+// a broadcast value).
+template <typename C>
+const C* input_block(C* buf, const char* p, int64_t stride, DType dt, int64_t n) {
+    if (dt == dtype_of<C>() && stride == static_cast<int64_t>(sizeof(C))) return reinterpret_cast<const C*>(p);
+    load_block(buf, p, stride, dt, n);
+    return buf;
+}
+
+// Where the compute loop writes a block of the output: the tensor memory when it holds C
+// contiguously, else `buf`, which flush_block then stores.
+template <typename C>
+C* output_block(C* buf, char* p, int64_t stride, DType dt) {
+    if (dt == dtype_of<C>() && stride == static_cast<int64_t>(sizeof(C))) return reinterpret_cast<C*>(p);
+    return buf;
+}
+template <typename C>
+void flush_block(const C* written, const C* buf, char* p, int64_t stride, DType dt, int64_t n) {
+    if (written == buf) store_block(p, stride, dt, buf, n);
+}
+
 // Whether a row can be computed in place of the blocks: every operand already holds the compute
 // type, contiguously. Then the compute loop reads and writes tensor memory directly.
 template <typename C>

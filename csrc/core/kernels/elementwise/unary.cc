@@ -101,9 +101,10 @@ void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
         alignas(64) C in[detail::kBlock], out[detail::kBlock];
         for (int64_t j = 0; j < n; j += detail::kBlock) {
             int64_t m = std::min(detail::kBlock, n - j);
-            detail::load_block(in, p[1] + j * s[1], s[1], loop.dtype[1], m);
-            compute(out, in, m);
-            detail::store_block(p[0] + j * s[0], s[0], loop.dtype[0], out, m);
+            const C* px = detail::input_block(in, p[1] + j * s[1], s[1], loop.dtype[1], m);
+            C* po = detail::output_block(out, p[0] + j * s[0], s[0], loop.dtype[0]);
+            compute(po, px, m);
+            detail::flush_block(po, out, p[0] + j * s[0], s[0], loop.dtype[0], m);
         }
     });
 }
