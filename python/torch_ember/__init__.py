@@ -27,6 +27,14 @@ if torch._C._get_privateuse1_backend_name() != "ember":
 from ._fallback import fallback_report, reset_fallback_stats, set_fallback_mode  # noqa: E402
 from . import _exit  # noqa: E402,F401
 
+# Compiled mode's public names; Dynamo itself loads only when torch.compile first runs.
+from .compile.errors import CompileError  # noqa: E402
+from .compile.stats import compile_stats, reset_compile_stats  # noqa: E402
+from .compile import registration as _compile_registration  # noqa: E402
+
+_compile_registration.install()
+
 __version__ = "0.1.0"
-__all__ = ["fallback_report", "reset_fallback_stats", "set_fallback_mode"]
+__all__ = ["CompileError", "compile_stats", "fallback_report", "reset_compile_stats", "reset_fallback_stats",
+           "set_fallback_mode"]
 from . import profiler  # noqa: E402,F401

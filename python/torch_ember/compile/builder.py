@@ -1,0 +1,114 @@
+"""Builder: a thin layer over torch_ember._C._Graph used by the lowerings. Ember values are
+wrapped in `Val` so that they cannot be mistaken for Python scalars (both would be ints)."""
+import torch
+
+from .. import _C
+from .errors import Unsupported
+
+FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# The dtypes the compiler generates code for.
+SUPPORTED_DTYPES = FLOATING + (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+class Val:
+    __slots__ = ("id",)
+
+    def __init__(self, id_: int):
+        self.id = id_
+
+    def __repr__(self):
+        return f"%{self.id}"
+
+
+class Builder:
+    def __init__(self):
+        self.g = _C._Graph()
+        self.source = ""  # the node being lowered; stamped on every IR node it creates
+
+    # --- leaves -----------------------------------------------------------------------------
+    def input(self, dtype, sizes, strides, source="") -> Val:
+        return Val(self.g.input(dtype, list(sizes), list(strides), source))
+
+    def constant(self, t: torch.Tensor) -> Val:
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise Unsupported(f"constant of dtype {t.dtype}")
+        return Val(self.g.constant(t))
+
+    def scalar(self, x, like: Val | None = None) -> Val:
+        """A weak 0-d constant, promoted as PyTorch promotes a Python scalar."""
+        if isinstance(x, bool):
+            return Val(self.g.scalar_int(int(x), torch.bool))
+        if isinstance(x, int):
+            ldt = self.dtype(like) if like is not None else None
+            if ldt is not None and ldt.is_floating_point:
+                return Val(self.g.scalar(float(x), torch.float64 if ldt == torch.float64 else torch.float32))
+            return Val(self.g.scalar_int(x, ldt if ldt not in (None, torch.bool) else torch.int64))
+        if isinstance(x, float):
+            dt = torch.float64 if like is not None and self.dtype(like) == torch.float64 else torch.float32
+            return Val(self.g.scalar(x, dt))
+        raise Unsupported(f"scalar argument of type {type(x).__name__}")
+
+    def v(self, x, like: Val | None = None) -> Val:
+        return x if isinstance(x, Val) else self.scalar(x, like)
+
+    # --- ops --------------------------------------------------------------------------------
+    def op(self, name, inputs, ints=(), floats=(), s="", dtype=None, sizes=()) -> Val:
+        ids = [i.id for i in inputs]
+        return Val(self.g.add(name, ids, [int(i) for i in ints], [float(f) for f in floats], s, dtype,
+                              [int(n) for n in sizes], self.source))
+
+    def opaque(self, name, inputs, dtype, sizes) -> Val:
+        return Val(self.g.opaque(name, [i.id for i in inputs], dtype, list(sizes), self.source))
+
+    def unary(self, name, x) -> Val:
+        return self.op(name, [x])
+
+    def binary(self, name, a, b) -> Val:
+        """`a` or `b` may be Python scalars (weak); at least one is a Val."""
+        like = a if isinstance(a, Val) else b
+        return self.op(name, [self.v(a, like), self.v(b, like)])
+
+    def add(self, a, b): return self.binary("add", a, b)
+    def sub(self, a, b): return self.binary("sub", a, b)
+    def mul(self, a, b): return self.binary("mul", a, b)
+    def div(self, a, b): return self.binary("div", a, b)
+
+    def where(self, c, a, b) -> Val:
+        like = a if isinstance(a, Val) else b if isinstance(b, Val) else None
+        if like is None:
+            dt = torch.float32 if isinstance(a, float) or isinstance(b, float) else torch.int64
+            a, b = self.full([], a, dt), self.full([], b, dt)
+        return self.op("where", [c, self.v(a, like), self.v(b, like)])
+
+    def cast(self, x: Val, dtype) -> Val:
+        if self.dtype(x) == dtype:
+            return x
+        return self.op("convert_element_type", [x], dtype=dtype, sizes=self.sizes(x))
+
+    def full(self, sizes, value, dtype) -> Val:
+        return self.op("full", [], floats=[float(value)], dtype=dtype, sizes=sizes)
+
+    def reduce(self, name, x, dims, keepdim) -> Val:
+        return self.op(name, [x], ints=[1 if keepdim else 0, *dims])
+
+    def reshape(self, x, sizes) -> Val:
+        return x if list(self.sizes(x)) == list(sizes) else self.op("reshape", [x], ints=sizes)
+
+    def expand(self, x, sizes) -> Val:
+        return x if list(self.sizes(x)) == list(sizes) else self.op("expand", [x], ints=sizes)
+
+    def unsqueeze(self, x, dim) -> Val:
+        return self.op("unsqueeze", [x], ints=[dim])
+
+    def permute(self, x, perm) -> Val:
+        return x if list(perm) == list(range(len(perm))) else self.op("permute", [x], ints=perm)
+
+    def slice(self, x, dim, start, end, step=1) -> Val:
+        return self.op("slice", [x], ints=[dim, start, end, step])
+
+    # --- queries ----------------------------------------------------------------------------
+    def sizes(self, x: Val) -> list:
+        return self.g.node_sizes(x.id)
+
+    def dtype(self, x: Val):
+        return self.g.node_dtype(x.id)

@@ -1,0 +1,243 @@
+"""FX (core ATen) graph -> Ember IR.
+
+`translate(gm, input_strides)` walks the graph in order, lowers each call through LOWERINGS and
+returns a Translation: the IR graph plus what the runner needs to feed it and rebuild the FX
+outputs from the executable's outputs.
+
+Aliasing. Graph outputs that are views (of an input or of a computed value) are not
+materialized: the runner replays their view ops eagerly on the real base tensor, so they alias
+exactly as in eager mode (AOTAutograd relies on output aliasing metadata). A `copy_` into a
+graph input (a mutation AOTAutograd left in the graph) becomes an in-place output of the IR.
+Untranslatable nodes become opaque IR nodes, so the compiler's verifier reports all of them
+with their source lines at once."""
+import operator
+from dataclasses import dataclass, field
+
+import torch
+
+from .builder import SUPPORTED_DTYPES, Builder, Val
+from .errors import CompileError, Unsupported
+from .folding import evaluate, foldable_nodes
+from .lowering import LOWERINGS
+from .source import node_source
+
+aten = torch.ops.aten
+# Ops whose result aliases their first argument; an output made of these is replayed eagerly.
+VIEW_OPS = {
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default,
+    aten.permute.default, aten.t.default, aten.transpose.int, aten.slice.Tensor, aten.select.int,
+    aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default,
+    aten.alias.default, aten.as_strided.default, aten.diagonal.default, aten.unfold.default,
+    aten.view.dtype,
+}
+
+
+def op_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+def _meta_tensors(node):
+    v = node.meta.get("val")
+    if isinstance(v, (list, tuple)):
+        return [t for t in v if isinstance(t, torch.Tensor)]
+    return [v] if isinstance(v, torch.Tensor) else []
+
+
+def check_static(gm) -> None:
+    for node in gm.graph.nodes:
+        for t in _meta_tensors(node):
+            if any(not isinstance(s, int) for s in t.shape) or any(not isinstance(s, int) for s in t.stride()):
+                raise CompileError(
+                    f"ember compiles static shapes; node {node.name} ({op_name(node.target)}) at "
+                    f"{node_source(node) or '<unknown>'} has symbolic sizes {tuple(t.shape)}. "
+                    "Use torch.compile(..., dynamic=False) (the default marks dims dynamic only after a "
+                    "recompile; set torch._dynamo.config.automatic_dynamic_shapes = False to keep "
+                    "recompiling per shape instead).")
+        if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.SymInt):
+            raise CompileError(f"ember compiles static shapes; graph input {node.name} is a symbolic size. "
+                               "Use torch.compile(..., dynamic=False).")
+
+
+def _map_args(x, env):
+    if isinstance(x, torch.fx.Node):
+        return env[x]
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_args(a, env) for a in x)
+    if isinstance(x, dict):
+        return {k: _map_args(v, env) for k, v in x.items()}
+    return x
+
+
+def _check_result(b, node, val):
+    """Matches the lowering's result to the node's meta: same sizes, dtype by a cast."""
+    m = node.meta.get("val")
+    if isinstance(val, tuple):
+        ms = m if isinstance(m, (list, tuple)) else [m] * len(val)
+        return tuple(None if v is None or not isinstance(mm, torch.Tensor) else _check_one(b, node, v, mm)
+                     for v, mm in zip(val, ms))
+    return _check_one(b, node, val, m)
+
+
+def _check_one(b, node, v, m):
+    if not isinstance(v, Val) or not isinstance(m, torch.Tensor):
+        return v
+    if list(b.sizes(v)) != list(m.shape):
+        raise Unsupported(f"lowering produced sizes {b.sizes(v)}, expected {list(m.shape)}")
+    return b.cast(v, m.dtype)
+
+
+def lower_node(b: Builder, node, env) -> object:
+    """Lowers one call_function node; raises Unsupported when it cannot."""
+    if node.target is operator.getitem:
+        src, idx = node.args
+        val = env[src]
+        if not isinstance(val, tuple) or val[idx] is None:
+            raise Unsupported("getitem of an untranslated output")
+        return val[idx]
+    fn = LOWERINGS.get(node.target)
+    if fn is None:
+        raise Unsupported("no lowering")
+    for t in _meta_tensors(node):
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise Unsupported(f"dtype {t.dtype}")
+    args, kwargs = _map_args(node.args, env), _map_args(node.kwargs, env)
+    return _check_result(b, node, fn(b, node, *args, **kwargs))
+
+
+def _opaque(b, node, env, reason):
+    ins = _flat_vals(_map_args(node.args, env))
+    name = op_name(node.target) + (f" ({reason})" if reason and reason != "no lowering" else "")
+    outs = node.meta.get("val")
+    if isinstance(outs, (list, tuple)):
+        return tuple(b.opaque(name, ins, t.dtype, list(t.shape)) if isinstance(t, torch.Tensor) else None
+                     for t in outs)
+    if isinstance(outs, torch.Tensor):
+        return b.opaque(name, ins, outs.dtype, list(outs.shape))
+    return b.opaque(name, ins, torch.float32, [])
+
+
+def _flat_vals(x):
+    out = []
+    if isinstance(x, Val):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for a in x:
+            out.extend(_flat_vals(a))
+    return out
+
+
+def _const_val(b, value):
+    if isinstance(value, torch.Tensor):
+        return b.constant(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_const_val(b, v) for v in value)
+    return value
+
+
+@dataclass
+class Translation:
+    builder: Builder
+    input_positions: list  # placeholder index of each IR input, in IR input order
+    input_strides: list  # the strides each IR input was declared with
+    input_to_device: list  # IR input that arrives on the CPU (a 0-d scalar) and must be moved
+    # One entry per FX output: ("exe", i) | ("arg", placeholder index) | ("const", value) |
+    # ("view", base entry, [(target, args, kwargs), ...]) replayed eagerly on the base.
+    results: list = field(default_factory=list)
+    tuple_output: bool = True
+    num_exe_outputs: int = 0
+    fx_nodes: int = 0
+    untranslatable: list = field(default_factory=list)  # (op name, source, reason)
+
+
+def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
+    b = Builder()
+    env = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    positions, strides_used, to_device = [], [], []
+    ir_input_of = {}  # placeholder index -> IR input index
+    for i, p in enumerate(placeholders):
+        val = p.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            strides = list(input_strides[i]) if input_strides and input_strides[i] is not None \
+                else list(val.stride())
+            if val.dtype not in SUPPORTED_DTYPES:
+                raise CompileError(f"ember cannot compile graph input {p.name} of dtype {val.dtype}")
+            b.source = ""
+            env[p] = b.input(val.dtype, list(val.shape), strides, p.name)
+            ir_input_of[i] = len(positions)
+            positions.append(i)
+            strides_used.append(tuple(strides))
+            to_device.append(val.device.type != "ember")
+        else:
+            env[p] = val
+
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    out_args = out_node.args[0]
+    tuple_output = isinstance(out_args, (list, tuple))
+    out_list = list(out_args) if tuple_output else [out_args]
+
+    # Outputs that are view chains: replayed on their base, which must then be an IR output.
+    view_chains = {}
+    for o in out_list:
+        if isinstance(o, torch.fx.Node) and o.target in VIEW_OPS:
+            chain, base = [], o
+            while isinstance(base, torch.fx.Node) and base.target in VIEW_OPS:
+                chain.append(base)
+                base = base.args[0]
+            view_chains[o] = (base, list(reversed(chain)))
+
+    untranslatable = []
+    ph_index = {p: i for i, p in enumerate(placeholders)}
+    fx_nodes = 0
+    num_marked = 0  # IR outputs so far: in-place (alias) outputs come first
+    folded = foldable_nodes(gm)
+    consts = {}
+    for node in gm.graph.nodes:
+        if node in folded:
+            consts[node] = value = evaluate(gm, node, consts)
+            b.source = node_source(node)
+            env[node] = _const_val(b, value)
+        elif node.op == "call_function":
+            fx_nodes += 1
+            b.source = node_source(node)
+            if node.target is aten.copy_.default and node.args[0] in ph_index:
+                dst, src = node.args
+                ir_in = ir_input_of.get(ph_index[dst])
+                new = b.expand(b.cast(env[src], b.dtype(env[dst])), b.sizes(env[dst]))
+                b.g.mark_output_alias(new.id, ir_in)
+                num_marked += 1
+                env[node] = new
+                continue
+            try:
+                env[node] = lower_node(b, node, env)
+            except Unsupported as e:
+                untranslatable.append((op_name(node.target), b.source, str(e)))
+                env[node] = _opaque(b, node, env, str(e))
+
+    exe_outputs = {}  # Val id -> exe output index
+
+    def exe_output(val):
+        nonlocal num_marked
+        if val.id not in exe_outputs:
+            exe_outputs[val.id] = num_marked
+            num_marked += 1
+            b.g.mark_output(val.id)
+        return ("exe", exe_outputs[val.id])
+
+    def entry(o):
+        if isinstance(o, torch.fx.Node):
+            if o.op == "placeholder":
+                return ("arg", ph_index[o])
+            if o in view_chains:
+                base, chain = view_chains[o]
+                replay = [(n.target, n.args[1:], dict(n.kwargs)) for n in chain]
+                return ("view", entry(base), replay)
+            v = env[o]
+            return exe_output(v) if isinstance(v, Val) else ("const", v)
+        return ("const", o)
+
+    results = [entry(o) for o in out_list]
+    return Translation(b, positions, strides_used, to_device, results, tuple_output,
+                       num_marked, fx_nodes, untranslatable)

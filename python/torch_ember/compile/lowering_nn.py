@@ -1,0 +1,180 @@
+"""Lowerings of composite nn ops as Ember IR math: activation and softmax backwards, layer norm,
+embedding (a one-hot GEMM: exact, since every product but one is by zero), negative
+log-likelihood (a one-hot select) and attention (the library kernel, forward only)."""
+import math
+
+import torch
+
+from .errors import Unsupported
+from .lowering import _dim, lowers, meta
+
+aten = torch.ops.aten
+
+
+@lowers(aten.threshold_backward.default)
+def _threshold_backward(b, node, grad, x, threshold):
+    return b.where(b.binary("le", x, threshold), 0.0, grad)
+
+
+@lowers(aten.sigmoid_backward.default)
+def _sigmoid_backward(b, node, grad, y):
+    return b.mul(grad, b.mul(y, b.sub(1.0, y)))
+
+
+@lowers(aten.tanh_backward.default)
+def _tanh_backward(b, node, grad, y):
+    return b.mul(grad, b.sub(1.0, b.mul(y, y)))
+
+
+@lowers(aten.silu_backward.default)
+def _silu_backward(b, node, grad, x):
+    s = b.unary("sigmoid", x)
+    return b.mul(grad, b.mul(s, b.add(1.0, b.mul(x, b.sub(1.0, s)))))
+
+
+@lowers(aten.gelu_backward.default)
+def _gelu_backward(b, node, grad, x, approximate="none"):
+    if approximate == "tanh":
+        k_beta = math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5
+        k_kappa = 0.044715
+        x_sq = b.mul(x, x)
+        inner = b.mul(k_beta, b.add(x, b.mul(k_kappa, b.mul(x_sq, x))))
+        t = b.unary("tanh", inner)
+        left = b.mul(0.5, x)
+        right = b.add(1.0, t)
+        left_d = b.mul(0.5, right)
+        t_d = b.sub(1.0, b.mul(t, t))
+        inner_d = b.mul(k_beta, b.add(1.0, b.mul(3.0 * k_kappa, x_sq)))
+        return b.mul(grad, b.add(left_d, b.mul(left, b.mul(t_d, inner_d))))
+    cdf = b.mul(0.5, b.add(1.0, b.unary("erf", b.mul(x, 1.0 / math.sqrt(2.0)))))
+    pdf = b.mul(1.0 / math.sqrt(2.0 * math.pi), b.unary("exp", b.mul(-0.5, b.mul(x, x))))
+    return b.mul(grad, b.add(cdf, b.mul(x, pdf)))
+
+
+@lowers(aten._softmax_backward_data.default)
+def _softmax_backward(b, node, grad, out, dim, input_dtype):
+    dim = _dim(dim, len(b.sizes(out)))
+    go = b.mul(grad, out)
+    return b.cast(b.sub(go, b.mul(out, b.reduce("sum", go, [dim], True))), input_dtype)
+
+
+@lowers(aten._log_softmax_backward_data.default)
+def _log_softmax_backward(b, node, grad, out, dim, input_dtype):
+    dim = _dim(dim, len(b.sizes(out)))
+    s = b.reduce("sum", grad, [dim], True)
+    return b.cast(b.sub(grad, b.mul(b.unary("exp", out), s)), input_dtype)
+
+
+@lowers(aten.native_layer_norm.default)
+def _layer_norm(b, node, x, normalized_shape, weight, bias, eps):
+    out_dtype = b.dtype(x)
+    acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    xf = b.cast(x, acc)
+    rank = len(b.sizes(x))
+    dims = list(range(rank - len(normalized_shape), rank))
+    mean = b.reduce("mean", xf, dims, True)
+    d = b.sub(xf, mean)
+    var = b.reduce("mean", b.mul(d, d), dims, True)
+    rstd = b.unary("rsqrt", b.add(var, float(eps)))
+    y = b.mul(d, rstd)
+    if weight is not None:
+        y = b.mul(y, weight)
+    if bias is not None:
+        y = b.add(y, bias)
+    stat_dtype = meta(node)[1].dtype
+    return b.cast(y, out_dtype), b.cast(mean, stat_dtype), b.cast(rstd, stat_dtype)
+
+
+def _one_hot(b, indices, n, dtype):
+    """[..., n] of 0/1 in `dtype` (bool when dtype is None) from integer `indices`."""
+    cls = b.constant(torch.arange(n, dtype=b.dtype(indices)))
+    hot = b.binary("eq", b.unsqueeze(indices, len(b.sizes(indices))), cls)
+    return hot if dtype is None else b.cast(hot, dtype)
+
+
+@lowers(aten.embedding.default)
+def _embedding(b, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    vocab, dim = b.sizes(weight)
+    idx_shape = b.sizes(indices)
+    n = math.prod(idx_shape)
+    if n * vocab > (1 << 26):
+        raise Unsupported("embedding too large for a one-hot GEMM")
+    hot = _one_hot(b, b.reshape(indices, [n]), vocab, b.dtype(weight))
+    return b.reshape(b.op("mm", [hot, weight]), idx_shape + [dim])
+
+
+@lowers(aten.embedding_dense_backward.default)
+def _embedding_backward(b, node, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    if scale_grad_by_freq:
+        raise Unsupported("scale_grad_by_freq")
+    n = math.prod(b.sizes(indices))
+    if n * num_weights > (1 << 26):
+        raise Unsupported("embedding too large for a one-hot GEMM")
+    dim = b.sizes(grad)[-1]
+    flat = b.reshape(indices, [n])
+    hot = _one_hot(b, flat, num_weights, None)
+    if padding_idx >= 0:
+        hot = b.binary("logical_and", hot, b.binary("ne", b.unsqueeze(flat, 1), padding_idx))
+    hot = b.cast(hot, b.dtype(grad))
+    return b.op("mm", [b.op("transpose", [hot], ints=[0, 1]), b.reshape(grad, [n, dim])])
+
+
+def _nll_valid(b, target, ignore_index):
+    return b.binary("ne", target, ignore_index)
+
+
+@lowers(aten.nll_loss_forward.default)
+def _nll_loss_forward(b, node, x, target, weight, reduction, ignore_index):
+    if weight is not None or len(b.sizes(x)) != 2:
+        raise Unsupported("nll_loss with class weights or more than 2 dims")
+    classes = b.sizes(x)[1]
+    hot = b.binary("logical_and", _one_hot(b, target, classes, None),
+                   b.unsqueeze(_nll_valid(b, target, ignore_index), 1))
+    picked = b.reduce("sum", b.where(hot, x, 0.0), [1], False)
+    losses = b.unary("neg", picked)
+    total = b.reduce("sum", b.cast(_nll_valid(b, target, ignore_index), b.dtype(x)), [0], False)
+    if reduction == 0:  # none
+        return losses, b.full([], 0.0, b.dtype(x))
+    summed = b.reduce("sum", losses, [0], False)
+    if reduction == 1:  # mean
+        return b.div(summed, total), total
+    return summed, total
+
+
+@lowers(aten.nll_loss_backward.default)
+def _nll_loss_backward(b, node, grad, x, target, weight, reduction, ignore_index, total_weight):
+    if weight is not None or len(b.sizes(x)) != 2:
+        raise Unsupported("nll_loss with class weights or more than 2 dims")
+    classes = b.sizes(x)[1]
+    hot = b.binary("logical_and", _one_hot(b, target, classes, None),
+                   b.unsqueeze(_nll_valid(b, target, ignore_index), 1))
+    g = b.unary("neg", grad)
+    if reduction == 1:
+        g = b.div(g, total_weight)
+    if reduction == 0:
+        g = b.unsqueeze(g, 1)
+    return b.where(hot, b.expand(g, b.sizes(x)) if reduction == 0 else g, 0.0)
+
+
+@lowers(aten._scaled_dot_product_fused_attention_overrideable.default)
+def _sdpa(b, node, q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False,
+          scale=None):
+    # The library kernel returns the output only; graphs that keep the logsumexp (training) get
+    # attention as math instead (decompositions.py), so here every other output must be unused.
+    users = {u.args[1] for u in node.users if u.target.__name__ == "getitem"}
+    if users - {0} or any(u.target.__name__ != "getitem" for u in node.users):
+        raise Unsupported("attention outputs other than the result (training) are not lowered")
+    if dropout_p:
+        raise Unsupported("attention dropout")
+    hq, hk = b.sizes(q)[1], b.sizes(k)[1]
+    if hq != hk:  # grouped-query: repeat each kv head for its query group
+        rep = hq // hk
+        def repeat(t):
+            s = b.sizes(t)
+            return b.reshape(b.expand(b.unsqueeze(t, 2), [s[0], s[1], rep, s[2], s[3]]),
+                             [s[0], s[1] * rep, s[2], s[3]])
+        k, v = repeat(k), repeat(v)
+    inputs = [q, k, v] + ([attn_bias] if attn_bias is not None else [])
+    floats = [scale] if scale is not None else []
+    out = b.op("scaled_dot_product_attention", inputs, ints=[1 if is_causal else 0], floats=floats)
+    return (out,) + (None,) * 8

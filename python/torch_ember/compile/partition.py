@@ -1,0 +1,82 @@
+"""fallback="eager": split a graph into maximal partitions that Ember can translate; whatever
+is left runs as eager ATen calls on ember tensors (ember kernels, or their CPU fallback).
+
+Support is decided by lowering each node alone into a scratch IR graph, with the same code the
+real translation uses, so the partitioner and the translator cannot disagree."""
+import operator
+
+import torch
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from .builder import Builder, Val
+from .errors import Unsupported
+from .folding import foldable_nodes
+from .fx_to_ir import VIEW_OPS, _meta_tensors, lower_node, op_name
+from .source import node_source
+
+aten = torch.ops.aten
+
+
+def _scratch_value(b, x):
+    v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    if isinstance(v, torch.Tensor):
+        return b.input(v.dtype, list(v.shape), list(v.stride()))
+    if isinstance(v, (list, tuple)):
+        return tuple(b.input(t.dtype, list(t.shape), list(t.stride())) if isinstance(t, torch.Tensor)
+                     else None for t in v)
+    return v
+
+
+def translatable(node) -> bool:
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return translatable(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else False
+    if any(t.device.type != "ember" for t in _meta_tensors(node)):
+        return False
+    b = Builder()
+    env = {}
+    for a in node.all_input_nodes:
+        try:
+            env[a] = _scratch_value(b, a)
+        except Exception:
+            return False
+    try:
+        out = lower_node(b, node, env)
+    except Unsupported:
+        return False
+    except Exception:
+        return False
+    return isinstance(out, (Val, tuple))
+
+
+class _EmberSupport(OperatorSupportBase):
+    def __init__(self, known):
+        super().__init__()
+        self.known = known
+
+    def is_node_supported(self, submodules, node) -> bool:
+        return self.known[node] if node in self.known else translatable(node)
+
+
+def partition(gm: torch.fx.GraphModule):
+    """Returns (split graph module or None when everything translates, names of the Ember
+    submodules, [(op, source)] of the nodes left to eager)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        folded = foldable_nodes(gm)
+        known = {n: n in folded or translatable(n) for n in gm.graph.nodes if n.op == "call_function"}
+    eager = [(op_name(n.target), node_source(n)) for n, ok in known.items()
+             if not ok and n.target is not operator.getitem and n.target not in VIEW_OPS]
+    if all(known.values()):
+        return None, [], []
+    partitioner = CapabilityBasedPartitioner(gm, _EmberSupport(known), allows_single_node_partition=True)
+    parts = partitioner.propose_partitions()
+    # A partition of views alone computes nothing; leave those to eager too.
+    parts = [p for p in parts if any(n.target not in VIEW_OPS and n.target is not operator.getitem
+                                     for n in p.nodes)]
+    split = partitioner.fuse_partitions(parts, prefix="ember_")
+    names = [n.target for n in split.graph.nodes if n.op == "call_module"]
+    return split, names, eager

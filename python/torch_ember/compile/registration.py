@@ -1,0 +1,55 @@
+"""Makes backend="ember" and the "ember" Dynamo device interface known to Dynamo without
+importing Dynamo at `import torch_ember` time.
+
+If Dynamo is already loaded, registration happens at once. Otherwise a one-shot import hook
+waits for `torch._dynamo` to finish importing (torch.compile imports it) and registers then.
+Installed packages also list the backend under the `torch_dynamo_backends` entry point, which
+Dynamo consults for names it does not know."""
+import importlib.abc
+import importlib.util
+import sys
+
+_done = False
+
+
+def _register() -> None:
+    global _done
+    if _done:
+        return
+    _done = True
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    from .backend import ember_backend
+    from .device_interface import EmberInterface
+
+    if "ember" not in _COMPILER_FNS:
+        register_backend(ember_backend, name="ember")
+    register_interface_for_device("ember", EmberInterface)
+
+
+class _AfterDynamoImport(importlib.abc.MetaPathFinder):
+    """Wraps the loader of `torch._dynamo` so that registration runs right after it executes."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            _register()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def install() -> None:
+    if "torch._dynamo" in sys.modules:
+        _register()
+    elif not any(isinstance(f, _AfterDynamoImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterDynamoImport())

@@ -1,0 +1,91 @@
+"""The callable a compiled graph becomes: allocate outputs, queue the executable on the current
+ember stream, rebuild the FX outputs (aliases replayed as eager views).
+
+Everything that does not depend on the call's tensors is computed once, at compile time; a call
+is one stride check per input, one allocation per output and one `exe.run`. An input that
+arrives with other strides than the graph was compiled for (a backward graph fed by a forward
+output that ember made contiguous, for example) gets an executable of its own for that layout,
+compiled once and kept."""
+import torch
+
+from .fx_to_ir import Translation
+
+
+class CompiledGraph:
+    def __init__(self, translation: Translation, exe, device: torch.device, recompile):
+        self._recompile = recompile  # (input strides) -> (Translation, exe)
+        self._device = device
+        self._variants = {}
+        self._install(translation, exe)
+
+    def _install(self, tr: Translation, exe):
+        self.tr, self.exe = tr, exe
+        self._positions = tr.input_positions
+        self._strides = tr.input_strides
+        self._move = [i for i, m in enumerate(tr.input_to_device) if m]
+        self._alloc = []
+        if exe is not None:
+            for i in range(exe.num_outputs):
+                dtype, sizes, strides, alias = exe.output_info(i)
+                self._alloc.append(None if alias >= 0 else (tuple(sizes), tuple(strides), dtype))
+        self._simple = all(r[0] == "exe" for r in tr.results)
+        self._exe_index = [r[1] for r in tr.results] if self._simple else None
+        self._variants.setdefault(tuple(self._strides), (tr, exe))
+
+    def _outputs(self):
+        dev = self._device
+        return [None if a is None else torch.empty_strided(a[0], a[1], dtype=a[2], device=dev)
+                for a in self._alloc]
+
+    def __call__(self, *args):
+        ins = [args[i] for i in self._positions]
+        for i in self._move:
+            ins[i] = ins[i].to(self._device)
+        strides = [t.stride() for t in ins]
+        if strides != self._strides:
+            self._use_variant(ins, strides)
+        outs = self._outputs() if self.exe is not None else []
+        if self.exe is not None:
+            self.exe.run(ins, outs)
+        if self._simple:
+            res = [outs[i] for i in self._exe_index]
+        else:
+            res = [self._result(r, args, outs) for r in self.tr.results]
+        return res if self.tr.tuple_output else res[0]
+
+    def _use_variant(self, ins, strides):
+        if all(_same_layout(t, s) for t, s in zip(ins, self._strides)):
+            return
+        key = tuple(tuple(s) for s in strides)
+        if key not in self._variants:
+            self._variants[key] = self._recompile(list(key))
+        self._install(*self._variants[key])
+
+    def _result(self, r, args, outs):
+        kind = r[0]
+        if kind == "exe":
+            return outs[r[1]]
+        if kind == "arg":
+            return args[r[1]]
+        if kind == "const":
+            return r[1]
+        base = self._result(r[1], args, outs)
+        for target, vargs, vkwargs in r[2]:
+            base = target(base, *vargs, **vkwargs)
+        return base
+
+
+def _same_layout(t: torch.Tensor, strides) -> bool:
+    """Strides differ only in dims of size <= 1, where they address nothing."""
+    return all(n <= 1 or a == e for n, a, e in zip(t.shape, t.stride(), strides))
+
+
+def boxed(fn):
+    """AOTAutograd calls compiled graphs boxed: one list argument, which the callee clears so
+    that inputs can be freed as soon as possible."""
+    def run(args):
+        out = fn(*args)
+        args.clear()
+        return out
+    run._boxed_call = True
+    return run

@@ -1,0 +1,369 @@
+"""torch.compile(backend="ember"): compiled results match eager and the CPU (forward and
+backward), untranslatable ops fail with CompileError naming op and line or run eagerly under
+fallback="eager", and compiled graphs persist in a cache that other processes share."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch_ember
+
+if not torch_ember._C._compiler_available():
+    pytest.skip("ember was built without the LLVM compiler (EMBER_WITH_LLVM=OFF)", allow_module_level=True)
+
+import torch._dynamo  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_CACHE", raising=False)
+    torch._dynamo.reset()
+    torch_ember.reset_compile_stats()
+    yield
+    torch._dynamo.reset()
+
+
+def _compile(fn, **options):
+    return torch.compile(fn, backend="ember", options=options or None)
+
+
+def _grads(fn, inputs, device):
+    xs = [x.detach().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
+    out = fn(*xs)
+    out.backward(torch.ones_like(out))
+    return out.detach().cpu(), [x.grad.cpu() if x.grad is not None else None for x in xs]
+
+
+def _check_parity(fn, inputs, rtol=1e-4, atol=1e-5):
+    """Compiled on ember vs eager on the CPU: output and every input gradient."""
+    out, grads = _grads(_compile(fn), inputs, "ember")
+    ref, ref_grads = _grads(fn, inputs, "cpu")
+    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=rtol, atol=atol)
+
+
+# --- registration --------------------------------------------------------------------------
+def test_backend_and_device_interface_are_registered():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    assert "ember" in torch._dynamo.list_backends()
+    iface = get_interface_for_device("ember")
+    assert iface.device_count() == torch.ember.device_count()
+    assert iface.is_available() and iface.current_device() == torch.ember.current_device()
+    iface.synchronize()
+
+
+def test_import_does_not_load_dynamo():
+    code = "import sys, torch_ember; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# --- op chains -------------------------------------------------------------------------------
+def activations(x):
+    return F.gelu(torch.tanh(x) * F.silu(x)) + torch.sigmoid(x).relu() - F.gelu(x, approximate="tanh")
+
+
+def softmaxes(x):
+    return torch.softmax(x * 2.0, dim=-1) + torch.log_softmax(x, dim=0).exp() * 0.5
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def layer_norm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def rotary(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def adamw_update(p, g, m, v):
+    m = 0.9 * m + 0.1 * g
+    v = 0.999 * v.abs() + 0.001 * g * g  # second moments are non-negative
+    return p * (1 - 1e-3 * 0.01) - 1e-3 * (m / 0.1) / ((v / 0.001).sqrt() + 1e-8)
+
+
+@pytest.mark.parametrize("fn,shapes", [
+    (activations, [(6, 10)]),
+    (softmaxes, [(5, 7)]),
+    (rms_norm, [(4, 16), (16,)]),
+    (layer_norm, [(3, 4, 16), (16,), (16,)]),
+    (rotary, [(2, 3, 5, 8), (5, 8), (5, 8)]),
+    (adamw_update, [(32,), (32,), (32,), (32,)]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_op_chain_matches_cpu(fn, shapes):
+    torch.manual_seed(0)
+    _check_parity(fn, [torch.randn(s) for s in shapes])
+    assert all(not r["eager_ops"] for r in torch_ember.compile_stats())
+
+
+def test_mlp_forward_backward():
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.LogSoftmax(-1))
+    ember = nn.Sequential(*[m for m in __import__("copy").deepcopy(mlp)]).to("ember")
+    x = torch.randn(4, 16)
+    out = _compile(ember)(x.to("ember"))
+    out.sum().backward()
+    ref = mlp(x)
+    ref.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-5)
+    for pe, pc in zip(ember.parameters(), mlp.parameters()):
+        torch.testing.assert_close(pe.grad.cpu(), pc.grad, rtol=1e-4, atol=1e-5)
+    kinds = [r["kind"] for r in torch_ember.compile_stats()]
+    assert kinds == ["fw", "bw"]
+
+
+def test_inference_graph_uses_attention_library_kernel():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 8, 16) for _ in range(3))
+
+    def attn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    with torch.no_grad():
+        out = _compile(attn)(q.to("ember"), k.to("ember"), v.to("ember"))
+    torch.testing.assert_close(out.cpu(), attn(q, k, v), rtol=1e-4, atol=1e-5)
+    (rec,) = torch_ember.compile_stats()
+    assert rec["kind"] == "inference" and rec["library_calls"] >= 1
+
+
+def test_outputs_that_alias_inputs_stay_views():
+    def f(x):
+        return x.t(), x[1:], x * 2
+
+    x = torch.randn(3, 4, device="ember")
+    a, b, c = _compile(f)(x)
+    assert a.data_ptr() == x.data_ptr() and b.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    torch.testing.assert_close(c.cpu(), x.cpu() * 2)
+
+
+# --- models --------------------------------------------------------------------------------
+def _gpt_module():
+    sys.path.insert(0, HERE)
+    try:
+        import test_gpt
+    finally:
+        sys.path.remove(HERE)
+    return test_gpt
+
+
+def _train_gpt(compiled, steps):
+    gpt = _gpt_module()
+    torch.manual_seed(0)
+    model = gpt.GPT().to("ember")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    run = _compile(model) if compiled else model
+    data = torch.randint(0, 96, (steps, 4, 33), generator=torch.Generator().manual_seed(1))
+    losses = []
+    for step in range(steps):
+        batch = data[step].to("ember")
+        loss = run(batch[:, :-1], batch[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_gpt_trains_20_steps_like_eager_with_every_op_compiled():
+    compiled = _train_gpt(True, 20)
+    eager = _train_gpt(False, 20)
+    torch.testing.assert_close(compiled, eager, rtol=1e-3, atol=1e-3)
+    assert compiled[-1] < compiled[0]
+    recs = torch_ember.compile_stats()
+    assert {r["kind"] for r in recs} == {"fw", "bw"} and all(not r["eager_ops"] for r in recs)
+
+
+def test_demo_model_forward_backward_matches_eager():
+    pytest.importorskip("transformers")
+    from torch_ember.demo.train_lm import build_model
+
+    torch.manual_seed(0)
+    model = build_model(16).to("ember")
+    x = torch.randint(0, 256, (2, 16)).to("ember")
+    y = torch.randint(0, 256, (2, 16)).to("ember")
+
+    def loss_fn(x, y):
+        logits = model(input_ids=x).logits
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+
+    loss = _compile(loss_fn)(x, y)
+    loss.backward()
+    grads = [p.grad.cpu() for p in model.parameters()]
+    model.zero_grad()
+    ref = loss_fn(x, y)
+    ref.backward()
+    torch.testing.assert_close(loss.item(), ref.item(), rtol=1e-5, atol=1e-5)
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p.grad.cpu(), rtol=1e-4, atol=1e-5)
+    assert all(not r["eager_ops"] for r in torch_ember.compile_stats())
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = F.relu(self.conv1(x))
+        h = h + F.relu(self.conv2(h))  # residual
+        return self.fc(h.mean((2, 3)))
+
+
+def test_cnn_runs_convolutions_eagerly_under_fallback():
+    torch.manual_seed(0)
+    cpu = SmallCNN()
+    ember = __import__("copy").deepcopy(cpu).to("ember")
+    x = torch.randn(2, 3, 8, 8)
+    out = _compile(ember, fallback="eager")(x.to("ember"))
+    out.sum().backward()
+    ref = cpu(x)
+    ref.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-5)
+    for pe, pc in zip(ember.parameters(), cpu.parameters()):
+        torch.testing.assert_close(pe.grad.cpu(), pc.grad, rtol=1e-4, atol=1e-5)
+    recs = torch_ember.compile_stats()
+    eager_ops = [op for r in recs for op, _ in r["eager_ops"]]
+    assert "aten.convolution.default" in eager_ops
+    assert "aten.convolution_backward.default" in eager_ops
+    assert all(r["partitions"] >= 1 for r in recs)
+    assert "aten.convolution.default" in torch_ember.compile.fallback_count.counts()
+
+
+# --- errors ----------------------------------------------------------------------------------
+def test_untranslatable_op_names_op_and_source_line():
+    def f(x):
+        y = x.exp()
+        return torch.cumsum(y, 0)  # no lowering for cumsum
+
+    line = f.__code__.co_firstlineno + 2
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=r"aten\.cumsum") as info:
+        _compile(f)(torch.randn(4, device="ember"))
+    err = info.value.inner_exception
+    assert isinstance(err, torch_ember.CompileError) and isinstance(err, RuntimeError)
+    assert f"test_compile.py:{line}" in str(err) and "fallback" in str(err)
+
+
+def test_fallback_eager_runs_untranslatable_ops():
+    def f(x):
+        return torch.cumsum(x.exp(), 0) * 2
+
+    x = torch.randn(6, device="ember")
+    out = _compile(f, fallback="eager")(x)
+    torch.testing.assert_close(out.cpu(), f(x.cpu()))
+    (rec,) = torch_ember.compile_stats()
+    assert [op for op, _ in rec["eager_ops"]] == ["aten.cumsum.default"]
+    assert rec["eager_ops"][0][1].endswith(f"test_compile.py:{f.__code__.co_firstlineno + 1}")
+
+
+def test_unknown_option_is_rejected():
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="unknown ember compile option"):
+        _compile(lambda x: x + 1, fallbck="eager")(torch.randn(2, device="ember"))
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_new_shapes_compile_static_specializations(dynamic):
+    # dynamic=None: Dynamo recompiles for the second shape with symbolic sizes; dynamic=True:
+    # symbolic from the start. Either way ember specializes per concrete shape.
+    f = torch.compile(lambda x: torch.softmax(x, -1), backend="ember", dynamic=dynamic)
+    for n in (3, 7, 7, 9):
+        x = torch.randn(2, n, device="ember")
+        torch.testing.assert_close(f(x).cpu(), torch.softmax(x.cpu(), -1))
+    assert len(torch_ember.compile_stats()) == 3
+
+
+# --- cache and logging -------------------------------------------------------------------------
+_CHILD = textwrap.dedent("""
+    import json, sys, warnings, torch, torch_ember
+    def f(x, y):
+        return torch.softmax(torch.tanh(x) @ y, -1) * 3.0
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 16, generator=g), torch.randn(16, 4, generator=g)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = torch.compile(f, backend="ember")(x.to("ember"), y.to("ember")).cpu()
+    torch.testing.assert_close(out, f(x, y))
+    print(json.dumps({"stats": torch_ember.compile_stats(), "warnings": [str(m.message) for m in w],
+                      "out": out.tolist()}))
+""")
+
+
+def _child(env=None):
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_cache_hit_in_a_new_process():
+    first = _child()
+    second = _child()
+    assert [r["cache_hit"] for r in first["stats"]] == [False]
+    assert [r["cache_hit"] for r in second["stats"]] == [True]
+    assert second["out"] == first["out"]
+
+
+def test_corrupt_entry_warns_and_recompiles(tmp_path):
+    _child()
+    cache = tmp_path / "cache"
+    (entry,) = list(cache.iterdir())
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+    res = _child()
+    assert [r["cache_hit"] for r in res["stats"]] == [False]
+    assert any("ember compile cache" in w for w in res["warnings"]), res["warnings"]
+    assert _child()["stats"][0]["cache_hit"]  # the entry was replaced
+
+
+def test_concurrent_processes_share_the_cache():
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[0]["out"] == results[1]["out"]
+    assert torch_ember._C._cache_info(os.environ["EMBER_CACHE_DIR"])[0] == 1
+
+
+def test_ember_cache_0_writes_nothing(monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE", "0")
+    x = torch.randn(4, device="ember")
+    torch.testing.assert_close(_compile(lambda x: x.exp() + 1)(x).cpu(), x.cpu().exp() + 1)
+    assert not os.path.exists(os.environ["EMBER_CACHE_DIR"]) or \
+        torch_ember._C._cache_info(os.environ["EMBER_CACHE_DIR"])[0] == 0
+
+
+def test_cache_cli_info_and_clear(capsys):
+    from torch_ember import cli
+
+    _compile(lambda x: x.sin() * 2)(torch.randn(4, device="ember"))
+    assert cli.main(["cache", "info"]) == 0
+    assert "1 entries" in capsys.readouterr().out
+    assert cli.main(["cache", "clear"]) == 0
+    assert torch_ember._C._cache_info(os.environ["EMBER_CACHE_DIR"])[0] == 0
+
+
+def test_compile_log_line(monkeypatch, capfd):
+    monkeypatch.setenv("EMBER_LOG", "compile")
+    _compile(lambda x: x.cos() - 1)(torch.randn(4, device="ember"))
+    err = capfd.readouterr().err
+    assert "ember compile graph" in err and "[inference]" in err and "cache=miss" in err
+    (rec,) = torch_ember.compile_stats()
+    assert rec["kernels"] >= 1 and rec["total_ms"] >= rec["compile_ms"] > 0
