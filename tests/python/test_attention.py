@@ -66,3 +66,17 @@ def test_sdpa_with_dropout_uses_the_math_path():
     q, k, v = [t.to("ember") for t in inputs(torch.float32)]
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
     assert out.shape == q.shape and torch.isfinite(out.cpu()).all()
+
+
+def test_fused_output_layout_matches_pytorchs_meta():
+    # Graphs traced with meta tensors view the output with the meta function's strides.
+    q = torch.randn(2, 6, 4, 8).transpose(1, 2)  # [B, H, S, D] viewed from [B, S, H, D]
+    k = torch.randn(2, 6, 4, 8).transpose(1, 2)
+    v = torch.randn(2, 6, 4, 8).transpose(1, 2)
+    op = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    meta = op(q.to("meta"), k.to("meta"), v.to("meta"))[0]
+    got = op(q.to("ember"), k.to("ember"), v.to("ember"))[0]
+    assert got.stride() == meta.stride()
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
+    got.transpose(1, 2).view(2, 6, 32)  # the view a traced graph does next

@@ -9,6 +9,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <numeric>
+
 #include <cmath>
 
 #include "../context.h"
@@ -60,6 +63,22 @@ double softmax_scale(std::optional<double> scale, const at::Tensor& q) {
     return scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
 }
 
+// The output layout PyTorch's meta function promises (alloc_with_matching_layout): query's dim
+// order. Graphs traced with meta tensors view the output with those strides, so eager must match.
+at::Tensor output_like_query(const at::Tensor& query, c10::IntArrayRef shape) {
+    if (query.sizes() == shape) return at::empty_like(query);
+    std::vector<int64_t> order(query.dim());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return query.stride(a) > query.stride(b); });
+    std::vector<int64_t> strides(query.dim());
+    int64_t stride = 1;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        strides[*it] = stride;
+        stride *= shape[*it];
+    }
+    return at::empty_strided(shape, strides, query.options());
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 attention_forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                   const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
@@ -85,7 +104,12 @@ attention_forward(const at::Tensor& query, const at::Tensor& key, const at::Tens
     enqueue(dev.current_stream(), "scaled_dot_product_attention",
             [args, pool] { return kernels::attention_forward(args, pool); });
     at::Tensor empty = at::empty({0}, q.options().dtype(at::kLong));
-    return {out, lse, empty, empty, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), empty, empty, at::Tensor()};
+    std::vector<int64_t> shape = query.sizes().vec();
+    shape.back() = value.size(-1);
+    at::Tensor result = output_like_query(query, shape);
+    if (result.is_contiguous() && result.dim() == 4) result = out;  // the kernel's layout already
+    else result.copy_(out.view(shape));
+    return {result, lse, empty, empty, c10::SymInt(q.size(2)), c10::SymInt(k.size(2)), empty, empty, at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward(
