@@ -183,3 +183,32 @@ def test_ember_profile_cli(tmp_path):
     assert "result" in r.stdout and "Top kernels by device time" in r.stdout and "gemm" in r.stdout
     assert "work.py:4" in r.stdout  # what the host was doing, with the line
     assert validate_chrome_trace(json.loads(out.read_text())) == []
+
+
+@pytest.mark.skipif(not torch_ember._C._compiler_available(), reason="built without the LLVM compiler")
+def test_compiled_graph_shows_fused_kernels_with_model_source_lines(tmp_path, monkeypatch):
+    import torch._dynamo
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+
+    def block(x, w):
+        h = x @ w
+        return h * torch.sigmoid(h) + 1.0
+
+    line = block.__code__.co_firstlineno
+    compiled = torch.compile(block, backend="ember")
+    x, w = torch.randn(32, 64, device="ember"), torch.randn(64, 64, device="ember")
+    compiled(x, w)  # compile outside the profile
+    with profile() as prof:
+        compiled(x, w)
+        torch.ember.synchronize()
+    steps = [r for r in prof.records if r["kind"] == "step"]
+    assert any(r["name"].startswith("mm @ ") and f"test_profiler.py:{line + 1}" in r["name"] for r in steps)
+    fused = [r for r in steps if r["name"].startswith("ember_k")]
+    assert fused and any(f"test_profiler.py:{line + 2}" in r["name"] for r in fused)
+    trace = chrome_trace(prof.records)
+    assert validate_chrome_trace(trace) == []
+    step_events = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
+    assert step_events and any(e["args"]["source"].endswith(f":{line + 2}") for e in step_events)
+    torch._dynamo.reset()
