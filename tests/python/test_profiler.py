@@ -73,6 +73,9 @@ def test_memory_returns_to_baseline():
     assert len(k["alloc"]) == len(k["free"])
     assert k["free"][-1]["allocated"] == k["alloc"][0]["allocated"] - k["alloc"][0]["bytes"]
     assert prof.summary().peak_allocated[0] >= 256 * 256 * 4 * 2
+    assert all(r["reserved"] >= r["allocated"] for r in k["alloc"] + k["free"])
+    counters = {e["name"] for e in chrome_trace(prof.records)["traceEvents"] if e.get("ph") == "C"}
+    assert {"Memory allocated", "Memory reserved"} <= counters
 
 
 def test_host_stall_shows_as_device_idle_gap(model):
@@ -181,8 +184,11 @@ def test_ember_profile_cli(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "result" in r.stdout and "Top kernels by device time" in r.stdout and "gemm" in r.stdout
-    assert "work.py:4" in r.stdout  # what the host was doing, with the line
-    assert validate_chrome_trace(json.loads(out.read_text())) == []
+    assert "work.py:" in r.stdout  # what the host was doing, with the line
+    trace = json.loads(out.read_text())
+    assert validate_chrome_trace(trace) == []
+    sources = {e.get("args", {}).get("source", "") for e in trace["traceEvents"]}
+    assert any(s.endswith("work.py:4") for s in sources)  # the matmul's op calls
 
 
 @pytest.mark.skipif(not torch_ember._C._compiler_available(), reason="built without the LLVM compiler")

@@ -17,8 +17,11 @@ struct Listener {
     virtual void on_enqueue(int device, int64_t stream, uint64_t seq, const char* name) {}
     virtual void on_start(int device, int64_t stream, uint64_t seq, const char* name) {}
     virtual void on_end(int device, int64_t stream, uint64_t seq, const char* name) {}
-    virtual void on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total) {}
-    virtual void on_free(int device, const void* ptr, size_t bytes, size_t allocated_total) {}
+    // Totals after the event: bytes handed out, and bytes the allocator holds from the system.
+    virtual void on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total,
+                          size_t reserved_total) {}
+    virtual void on_free(int device, const void* ptr, size_t bytes, size_t allocated_total,
+                         size_t reserved_total) {}
     // A step inside the running kernel (a compiled graph's fused kernel or library call), on the
     // stream worker between that kernel's on_start and on_end. `label` names the step and the
     // user's source lines it came from; steps do not nest.

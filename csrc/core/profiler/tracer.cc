@@ -352,7 +352,8 @@ void Tracer::on_step_end(const char* label) {
     commit(b);
 }
 
-void Tracer::on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total) {
+void Tracer::on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total,
+                      size_t reserved_total) {
     if (!active()) return;
     ThreadBuffer& b = buffer();
     int64_t t = now_ns();
@@ -362,11 +363,13 @@ void Tracer::on_alloc(int device, const void* ptr, size_t bytes, size_t allocate
     r.ptr = reinterpret_cast<uintptr_t>(ptr);
     r.bytes = bytes;
     r.allocated = allocated_total;
+    r.reserved = static_cast<int64_t>(reserved_total);
     r.ts_ns = t;
     commit(b);
 }
 
-void Tracer::on_free(int device, const void* ptr, size_t bytes, size_t allocated_total) {
+void Tracer::on_free(int device, const void* ptr, size_t bytes, size_t allocated_total,
+                     size_t reserved_total) {
     if (!active()) return;
     ThreadBuffer& b = buffer();
     int64_t t = now_ns();
@@ -376,6 +379,7 @@ void Tracer::on_free(int device, const void* ptr, size_t bytes, size_t allocated
     r.ptr = reinterpret_cast<uintptr_t>(ptr);
     r.bytes = bytes;
     r.allocated = allocated_total;
+    r.reserved = static_cast<int64_t>(reserved_total);
     r.ts_ns = t;
     commit(b);
 }

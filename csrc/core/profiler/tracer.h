@@ -14,8 +14,8 @@
 // Clock: steady-clock ns since the first start(). A span (kernel, host op, synchronize) is
 // written when it ends, with its start time. Stream::enqueue fires on_enqueue after queueing,
 // so a kernel's start may precede its enqueue record by a little; consumers pair them by
-// (device, stream, seq), never by order. Alloc/free records carry allocated bytes only: the
-// allocator's hook does not report reserved bytes (Record::reserved stays -1).
+// (device, stream, seq), never by order. Alloc/free records carry the allocated and reserved
+// totals after the event.
 //
 // Lifecycle, as the glue drives it:
 //   Tracer t; t.start();   installs t as instrument::listener(), remembering the previous one
@@ -86,8 +86,10 @@ class Tracer final : public instrument::Listener {
     void on_enqueue(int device, int64_t stream, uint64_t seq, const char* name) override;
     void on_start(int device, int64_t stream, uint64_t seq, const char* name) override;
     void on_end(int device, int64_t stream, uint64_t seq, const char* name) override;
-    void on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total) override;
-    void on_free(int device, const void* ptr, size_t bytes, size_t allocated_total) override;
+    void on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total,
+                  size_t reserved_total) override;
+    void on_free(int device, const void* ptr, size_t bytes, size_t allocated_total,
+                 size_t reserved_total) override;
     void on_step_begin(const char* label) override;
     void on_step_end(const char* label) override;
 

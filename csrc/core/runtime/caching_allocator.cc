@@ -160,7 +160,8 @@ StatusOr<void*> CachingAllocator::allocate(size_t bytes, Stream& stream) {
     });
     if (auto* l = instrument::listener()) {
         l->on_alloc(device_, b->ptr, b->size,
-                    static_cast<size_t>(stats_.allocated_bytes[kAllPools].current));
+                    static_cast<size_t>(stats_.allocated_bytes[kAllPools].current),
+                    static_cast<size_t>(stats_.reserved_bytes[kAllPools].current));
     }
     return static_cast<void*>(b->ptr);
 }
@@ -182,7 +183,8 @@ void CachingAllocator::free(void* ptr) {
     });
     if (auto* l = instrument::listener()) {
         l->on_free(device_, b->ptr, b->size,
-                   static_cast<size_t>(stats_.allocated_bytes[kAllPools].current));
+                   static_cast<size_t>(stats_.allocated_bytes[kAllPools].current),
+                   static_cast<size_t>(stats_.reserved_bytes[kAllPools].current));
     }
     if (!b->uses.empty()) {
         // Fence each other stream at its current end of queue; reuse waits for those.

@@ -193,7 +193,7 @@ TEST(Tracer, NothingIsRecordedAfterStopAndThePreviousListenerReturns) {
         tracer.fallback("late", 1, 1, 10);
         // Callbacks reaching a stopped tracer directly (a thread that loaded it before stop).
         tracer.on_enqueue(0, 1, 99, "late");
-        tracer.on_alloc(0, nullptr, 1, 1);
+        tracer.on_alloc(0, nullptr, 1, 1, 1);
         EXPECT_EQ(tracer.record_count(), n);
         EXPECT_EQ(tracer.collect().records.size(), n);
     }
