@@ -42,7 +42,18 @@ class FallbackReport(list):
         return {r.op: {"calls": r.calls, "bytes_to_host": r.bytes_to_host,
                        "bytes_to_device": r.bytes_to_device, "seconds": r.seconds} for r in self}
 
+    # Ops that compiled graphs left to eager kernels (torch.compile options={"fallback": "eager"}),
+    # by op, counted once per compiled graph that contains them.
+    compiled_eager_ops: dict = {}
+
     def __str__(self) -> str:
+        text = self._cpu_text()
+        if self.compiled_eager_ops:
+            ops = ", ".join(f"{op} ({n})" for op, n in sorted(self.compiled_eager_ops.items()))
+            text += f"\nops compiled graphs run with eager kernels (per graph): {ops}"
+        return text
+
+    def _cpu_text(self) -> str:
         if not self:
             return "ember fallback report: no op fell back to the CPU"
         width = max(len("op"), *(len(r.op) for r in self))
@@ -59,11 +70,18 @@ class FallbackReport(list):
 def fallback_report() -> FallbackReport:
     """Every op that ran on the CPU instead of the device since start or the last reset."""
     ops = [FallbackOp(*rec) for rec in _C._fallback_records()]
-    return FallbackReport(sorted(ops, key=lambda r: (-r.calls, r.op)))
+    report = FallbackReport(sorted(ops, key=lambda r: (-r.calls, r.op)))
+    from .compile import fallback_count
+
+    report.compiled_eager_ops = fallback_count.counts()
+    return report
 
 
 def reset_fallback_stats() -> None:
     _C._reset_fallback_records()
+    from .compile import fallback_count
+
+    fallback_count.reset()
 
 
 def set_fallback_mode(mode: str) -> str:

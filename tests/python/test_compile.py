@@ -244,6 +244,9 @@ def test_cnn_runs_convolutions_eagerly_under_fallback():
     assert "aten.convolution_backward.default" in eager_ops
     assert all(r["partitions"] >= 1 for r in recs)
     assert "aten.convolution.default" in torch_ember.compile.fallback_count.counts()
+    report = torch_ember.fallback_report()
+    assert "aten.convolution.default" in report.compiled_eager_ops
+    assert "eager kernels" in str(report) and "aten.convolution.default" in str(report)
 
 
 # --- errors ----------------------------------------------------------------------------------
