@@ -96,6 +96,12 @@ StatusOr<std::shared_ptr<const Executable>> compile(const Graph& graph, const Co
         h.update(kCompilerVersion);
         h.update(jit::host_fingerprint());
         h.update(graph.serialize());
+        // Source lines do not change the code, but the stored plan labels its steps with them
+        // for profilers: another program's graph of the same ops must not lend it its lines.
+        for (const Node& n : graph.nodes()) {
+            h.update(n.source);
+            h.update(std::string_view("\n"));
+        }
         const auto d = h.digest();
         key = to_hex(d.data(), d.size());
         stats.cache_key = key;

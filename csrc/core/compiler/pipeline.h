@@ -2,7 +2,8 @@
 //
 //   verify -> [cache lookup] -> decompose -> fuse -> plan_buffers -> llvm (codegen) -> jit
 //
-// The cache key is the SHA-256 of the verified graph, kCompilerVersion and the JIT's host
+// The cache key is the SHA-256 of the verified graph (with its source lines, which label the
+// plan's steps for profilers), kCompilerVersion and the JIT's host
 // fingerprint. On a hit the passes and codegen are skipped: the stored plan is deserialized and
 // the stored object linked. A corrupt entry is reported in stats (cache_corrupt, warning), then
 // recompiled and replaced; it is never used.
