@@ -27,7 +27,7 @@
 namespace ember::compiler {
 
 // Bumped whenever generated code or the plan format changes, so old cache entries miss.
-inline constexpr const char* kCompilerVersion = "ember-compiler 2";
+inline constexpr const char* kCompilerVersion = "ember-compiler 3";
 
 struct CompileOptions {
     std::string cache_dir;    // empty: no persistent cache

@@ -63,7 +63,12 @@ class Math {
         return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, ci(127)), ci(23)), llvm::Type::getFloatTy(ctx_));
     }
 
+    // Below -104.5 the result rounds to +0 (p <= sqrt2 times 2^-151): such inputs are evaluated
+    // at 0 and replaced by 0, the same bits without the subnormal intermediate whose microcode
+    // assist (~150 cycles per vector on x86) made masked softmax (scores at -1e9) 4x slower.
     Value* exp(llvm::IRBuilder<>& b, Value* x) {
+        Value* zero = b.CreateFCmpOLT(x, c(-104.5f));
+        x = b.CreateSelect(zero, c(0.f), x);
         Value* cl = b.CreateSelect(b.CreateFCmpOGT(x, c(-110.f)), x, c(-110.f));
         cl = b.CreateSelect(b.CreateFCmpOLT(cl, c(89.f)), cl, c(89.f));
         Value* fn = b.CreateFSub(b.CreateFAdd(b.CreateFMul(cl, c(1.44269504088896341f)), c(12582912.f)), c(12582912.f));
@@ -74,6 +79,7 @@ class Math {
         p = b.CreateFAdd(b.CreateFAdd(b.CreateFMul(p, b.CreateFMul(r, r)), r), c(1.f));
         Value* half = b.CreateAShr(n, ci(1));
         Value* y = b.CreateFMul(b.CreateFMul(p, pow2i(b, half)), pow2i(b, b.CreateSub(n, half)));
+        y = b.CreateSelect(zero, c(0.f), y);
         return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
     }
 
@@ -176,6 +182,11 @@ class KernelEmitter {
     void loop(Value* lo, Value* hi, const std::function<void(Value*)>& body);
     void inner_nest(size_t level, const std::function<void()>& body);
     void emit_phase(const Phase& p);
+    Value* reduce_init(const Reduction& red);
+    Value* reduce_finish(const Reduction& red, Value* acc_ptr);
+    void set_lane(Value* j);
+    int64_t coef(int i, size_t v) const;
+    int64_t choose_lanes() const;
     Value* lookup(std::vector<std::unordered_map<int, Value*>>& scopes, int id) {
         for (size_t s = scopes.size(); s-- > 0;) {
             auto it = scopes[s].find(id);
@@ -199,6 +210,13 @@ class KernelEmitter {
     std::unordered_map<int, llvm::MDNode*> scopes_;
     std::vector<Value*> vars_;
     std::vector<Value*> reduced_;
+    // Column form (see emit_phase): lanes per block, 0 for the row form; the block's first value
+    // of the last outer var and its lane count; each finished reduction's accumulator array.
+    static constexpr int64_t kLanes = 64;
+    int64_t lanes_ = 0;
+    Value* col_ = nullptr;
+    Value* cnt_ = nullptr;
+    std::vector<Value*> lane_accs_;
     std::vector<std::unordered_map<int, Value*>> emem_, imem_;
 };
 
@@ -507,67 +525,140 @@ void KernelEmitter::inner_nest(size_t level, const std::function<void()>& body) 
     });
 }
 
+Value* KernelEmitter::reduce_init(const Reduction& red) {
+    const bool fl = is_float_cls(red.acc);
+    const double inf = std::numeric_limits<double>::infinity();
+    switch (red.op) {
+        case Op::kProd: return constant(red.acc, 1, 1);
+        case Op::kAmax: return fl ? constant(red.acc, -inf, 0) : ci64(std::numeric_limits<int64_t>::min());
+        case Op::kAmin: return fl ? constant(red.acc, inf, 0) : ci64(std::numeric_limits<int64_t>::max());
+        default: return constant(red.acc, 0, 0);
+    }
+}
+
+Value* KernelEmitter::reduce_finish(const Reduction& red, Value* acc_ptr) {
+    Value* v = b_.CreateLoad(cls_type(red.acc), acc_ptr);
+    if (red.op == Op::kMean) {
+        if (!is_float_cls(red.acc)) v = convert(v, red.acc, Cls::kF32);
+        v = b_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(red.count)));
+    }
+    return v;
+}
+
+// Column form: the reductions of the phases done so far, read back for lane j.
+void KernelEmitter::set_lane(Value* j) {
+    vars_[k_.outer.size() - 1] = b_.CreateAdd(col_, j, "", true, true);
+    for (size_t r = 0; r < lane_accs_.size(); ++r) {
+        if (!lane_accs_[r]) continue;
+        const Reduction& red = k_.reductions[r];
+        reduced_[r] = reduce_finish(red, b_.CreateInBoundsGEP(cls_type(red.acc), lane_accs_[r], j));
+    }
+}
+
+// Row form: one accumulator per reduction, the inner nest innermost. Column form (lanes_ > 0):
+// an array of lanes_ accumulators per reduction, and inside the inner nest a loop over up to
+// lanes_ consecutive values of the last outer var, which LLVM vectorizes when that var is the
+// contiguous one (sums over leading dims).
 void KernelEmitter::emit_phase(const Phase& p) {
-    std::vector<llvm::AllocaInst*> accs;
+    std::vector<Value*> accs;
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
     for (int r : p.reductions) {
         const Reduction& red = k_.reductions[static_cast<size_t>(r)];
-        llvm::IRBuilder<> eb(entry_, entry_->begin());
-        llvm::AllocaInst* acc = eb.CreateAlloca(cls_type(red.acc));
-        const bool fl = is_float_cls(red.acc);
-        const double inf = std::numeric_limits<double>::infinity();
-        Value* init = nullptr;
-        switch (red.op) {
-            case Op::kProd: init = constant(red.acc, 1, 1); break;
-            case Op::kAmax: init = fl ? constant(red.acc, -inf, 0) : ci64(std::numeric_limits<int64_t>::min()); break;
-            case Op::kAmin: init = fl ? constant(red.acc, inf, 0) : ci64(std::numeric_limits<int64_t>::max()); break;
-            default: init = constant(red.acc, 0, 0);
+        llvm::Type* t = cls_type(red.acc);
+        if (!lanes_) {
+            accs.push_back(eb.CreateAlloca(t));
+            b_.CreateStore(reduce_init(red), accs.back());
+            continue;
         }
-        b_.CreateStore(init, acc);
-        accs.push_back(acc);
+        accs.push_back(eb.CreateAlloca(llvm::ArrayType::get(t, static_cast<uint64_t>(lanes_))));
+        loop(ci64(0), cnt_, [&](Value* j) { b_.CreateStore(reduce_init(red), b_.CreateInBoundsGEP(t, accs.back(), j)); });
     }
+    auto body = [&](Value* j) {
+        push_scope();
+        if (j) set_lane(j);
+        std::vector<Value*> vals;
+        for (const Store& s : p.stores) vals.push_back(eval(s.expr));
+        for (size_t i = 0; i < p.reductions.size(); ++i) {
+            const Reduction& red = k_.reductions[static_cast<size_t>(p.reductions[i])];
+            Value* v = convert(eval(red.expr), k_.exprs[static_cast<size_t>(red.expr)].cls, red.acc);
+            Value* acc = j ? b_.CreateInBoundsGEP(cls_type(red.acc), accs[i], j) : accs[i];
+            Value* cur = b_.CreateLoad(cls_type(red.acc), acc);
+            const bool fl = is_float_cls(red.acc);
+            Value* next = nullptr;
+            const bool mx = red.op == Op::kAmax;
+            switch (red.op) {
+                case Op::kAmax: case Op::kAmin:
+                    next = fl ? b_.CreateBinaryIntrinsic(mx ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, cur, v)
+                              : b_.CreateSelect(mx ? b_.CreateICmpSGT(v, cur) : b_.CreateICmpSLT(v, cur), v, cur);
+                    break;
+                case Op::kProd: next = fl ? b_.CreateFMul(cur, v) : b_.CreateMul(cur, v); break;
+                default: next = fl ? b_.CreateFAdd(cur, v) : b_.CreateAdd(cur, v);
+            }
+            // Reassociation lets the vectorizer keep one partial sum per lane (row form; the
+            // column form's lanes are separate accumulators already).
+            if (auto* inst = llvm::dyn_cast<llvm::Instruction>(next); inst && fl && llvm::isa<llvm::FPMathOperator>(inst))
+                inst->setHasAllowReassoc(true);
+            b_.CreateStore(next, acc);
+        }
+        for (size_t i = 0; i < p.stores.size(); ++i)
+            store(p.stores[i], vals[i], k_.exprs[static_cast<size_t>(p.stores[i].expr)].cls);
+        pop_scope();
+    };
     if (!p.stores.empty() || !p.reductions.empty()) {
         inner_nest(0, [&] {
+            if (lanes_) loop(ci64(0), cnt_, body);
+            else body(nullptr);
+        });
+    }
+    if (lanes_) {
+        for (size_t i = 0; i < p.reductions.size(); ++i) lane_accs_[static_cast<size_t>(p.reductions[i])] = accs[i];
+        if (p.post.empty()) return;
+        loop(ci64(0), cnt_, [&](Value* j) {
             push_scope();
-            std::vector<Value*> vals;
-            for (const Store& s : p.stores) vals.push_back(eval(s.expr));
-            for (size_t i = 0; i < p.reductions.size(); ++i) {
-                const Reduction& red = k_.reductions[static_cast<size_t>(p.reductions[i])];
-                Value* v = convert(eval(red.expr), k_.exprs[static_cast<size_t>(red.expr)].cls, red.acc);
-                Value* cur = b_.CreateLoad(cls_type(red.acc), accs[i]);
-                const bool fl = is_float_cls(red.acc);
-                Value* next = nullptr;
-                switch (red.op) {
-                    case Op::kAmax:
-                        next = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, cur, v)
-                                  : b_.CreateSelect(b_.CreateICmpSGT(v, cur), v, cur);
-                        break;
-                    case Op::kAmin:
-                        next = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, cur, v)
-                                  : b_.CreateSelect(b_.CreateICmpSLT(v, cur), v, cur);
-                        break;
-                    case Op::kProd: next = fl ? b_.CreateFMul(cur, v) : b_.CreateMul(cur, v); break;
-                    default: next = fl ? b_.CreateFAdd(cur, v) : b_.CreateAdd(cur, v);
-                }
-                // Reassociation lets the vectorizer keep one partial sum per lane.
-                if (auto* inst = llvm::dyn_cast<llvm::Instruction>(next); inst && fl && llvm::isa<llvm::FPMathOperator>(inst))
-                    inst->setHasAllowReassoc(true);
-                b_.CreateStore(next, accs[i]);
-            }
-            for (size_t i = 0; i < p.stores.size(); ++i)
-                store(p.stores[i], vals[i], k_.exprs[static_cast<size_t>(p.stores[i].expr)].cls);
+            set_lane(j);
+            for (const Store& s : p.post) store(s, eval(s.expr), k_.exprs[static_cast<size_t>(s.expr)].cls);
             pop_scope();
         });
+        return;
     }
     for (size_t i = 0; i < p.reductions.size(); ++i) {
         const Reduction& red = k_.reductions[static_cast<size_t>(p.reductions[i])];
-        Value* v = b_.CreateLoad(cls_type(red.acc), accs[i]);
-        if (red.op == Op::kMean) {
-            if (!is_float_cls(red.acc)) v = convert(v, red.acc, Cls::kF32);
-            v = b_.CreateFDiv(v, llvm::ConstantFP::get(v->getType(), static_cast<double>(red.count)));
-        }
-        reduced_[static_cast<size_t>(p.reductions[i])] = v;
+        reduced_[static_cast<size_t>(p.reductions[i])] = reduce_finish(red, accs[i]);
     }
     for (const Store& s : p.post) store(s, eval(s.expr), k_.exprs[static_cast<size_t>(s.expr)].cls);
+}
+
+// Coefficient of var v in index i when i is affine in v; -1 when v sits under a div or mod.
+int64_t KernelEmitter::coef(int i, size_t v) const {
+    const Idx& x = k_.idx[static_cast<size_t>(i)];
+    switch (x.kind) {
+        case Idx::kVar: return static_cast<size_t>(x.a) == v ? 1 : 0;
+        case Idx::kConst: return 0;
+        default: break;
+    }
+    const int64_t a = coef(static_cast<int>(x.a), v);
+    if (x.kind == Idx::kMul) return a < 0 ? -1 : a * x.b;
+    if (x.kind != Idx::kAdd) return a == 0 ? 0 : -1;  // div, mod
+    const int64_t b = coef(static_cast<int>(x.b), v);
+    return a < 0 || b < 0 ? -1 : a + b;
+}
+
+// The column form pays when more memory accesses run contiguously along the last outer var than
+// along the innermost inner var (a reduction over leading dims reads [.., kept] rows).
+int64_t KernelEmitter::choose_lanes() const {
+    const size_t no = k_.outer.size(), ni = k_.inner.size();
+    if (k_.tail > 0 || no == 0 || ni == 0 || k_.outer.back() < 8) return 0;
+    const size_t vo = no - 1, vi = no + ni - 1;
+    int unit_o = 0, unit_i = 0;
+    auto count = [&](int addr) {
+        unit_o += coef(addr, vo) == 1;
+        unit_i += k_.inner.back() > 1 && coef(addr, vi) == 1;
+    };
+    for (const Expr& x : k_.exprs)
+        if (x.kind == Expr::kLoad) count(x.addr);
+    for (const Phase& p : k_.phases)
+        for (const Store& s : p.stores) count(s.addr);
+    return unit_o > unit_i ? std::min<int64_t>(kLanes, k_.outer.back()) : 0;
 }
 
 void KernelEmitter::emit() {
@@ -592,24 +683,54 @@ void KernelEmitter::emit() {
     };
     for (const Expr& x : k_.exprs)
         if (x.kind == Expr::kLoad) add_scope(x.buffer);
-    for (const Phase& p : k_.phases) {
-        for (const Store& s : p.stores) add_scope(s.buffer);
-        for (const Store& s : p.post) add_scope(s.buffer);
-    }
+    for (const Phase& p : k_.phases)
+        for (const auto* v : {&p.stores, &p.post})
+            for (const Store& s : *v) add_scope(s.buffer);
 
     vars_.assign(k_.outer.size() + k_.inner.size(), nullptr);
     reduced_.assign(k_.reductions.size(), nullptr);
-    loop(fn_->getArg(1), fn_->getArg(2), [&](Value* r) {
-        push_scope();
+    auto outer_vars = [&](Value* r) {
         int64_t stride = 1;
         for (size_t d = k_.outer.size(); d-- > 0;) {
             Value* q = stride == 1 ? r : b_.CreateUDiv(r, ci64(stride));
             vars_[d] = (d == 0 || k_.outer[d] == 1) ? (k_.outer[d] == 1 ? ci64(0) : q) : b_.CreateURem(q, ci64(k_.outer[d]));
             stride *= std::max<int64_t>(1, k_.outer[d]);
         }
-        for (const Phase& p : k_.phases) emit_phase(p);
-        pop_scope();
-    });
+    };
+    lanes_ = choose_lanes();
+    if (!lanes_) {
+        loop(fn_->getArg(1), fn_->getArg(2), [&](Value* r) {
+            push_scope();
+            outer_vars(r);
+            for (const Phase& p : k_.phases) emit_phase(p);
+            pop_scope();
+        });
+        b_.CreateRetVoid();
+        return;
+    }
+    // Column form: blocks of up to lanes_ outer indices that share all but the last outer var.
+    Value* end = fn_->getArg(2);
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "block", fn_);
+    auto* bodyb = llvm::BasicBlock::Create(ctx_, "block.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "block.exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* r = b_.CreatePHI(i64(), 2);
+    r->addIncoming(fn_->getArg(1), pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(r, end), bodyb, exit);
+    b_.SetInsertPoint(bodyb);
+    push_scope();
+    outer_vars(r);
+    col_ = vars_[k_.outer.size() - 1];
+    auto smin = [&](Value* a, Value* b) { return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b); };
+    cnt_ = smin(smin(ci64(lanes_), b_.CreateSub(end, r)), b_.CreateSub(ci64(k_.outer.back()), col_));
+    lane_accs_.assign(k_.reductions.size(), nullptr);
+    for (const Phase& p : k_.phases) emit_phase(p);
+    pop_scope();
+    r->addIncoming(b_.CreateAdd(r, cnt_, "", true, true), b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
     b_.CreateRetVoid();
 }
 

@@ -86,6 +86,7 @@ class Fuser {
     // fuse_lower.cc
   public:
     int make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b);
+    int recombine(LowerCtx& c, int64_t a, int64_t b);
     int lower(LowerCtx& c, int v, const std::vector<int>& idx);
     int lower_def(LowerCtx& c, int v, const std::vector<int>& idx);
     int add_expr(LowerCtx& c, Expr e);

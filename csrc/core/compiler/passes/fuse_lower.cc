@@ -32,6 +32,7 @@ int Fuser::make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b) {
             if (I(a).kind == Idx::kConst && I(b).kind == Idx::kConst) return cnst(I(a).a + I(b).a);
             if (is_const(a, 0)) return static_cast<int>(b);
             if (is_const(b, 0)) return static_cast<int>(a);
+            if (int r = recombine(c, a, b); r >= 0) return r;
             if (a > b) std::swap(a, b);
             hi = I(a).hi + I(b).hi - 1;
             break;
@@ -86,6 +87,44 @@ int Fuser::make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b) {
     c.s->idx_cons.emplace(key, id);
     c.new_idx_keys.push_back(key);
     return id;
+}
+
+// (x%m)*s + (x/m)*(m*s) == x*s: a reshape that splits a dim and one that merges it back (or a
+// permute-free view chain through them) leave this pair; folding it removes the div/mod that
+// would keep the innermost loop scalar. Also looks one level into an add on either side.
+int Fuser::recombine(LowerCtx& c, int64_t a, int64_t b) {
+    Kernel& k = *c.k;
+    auto I = [&](int64_t id) -> const Idx& { return k.idx[static_cast<size_t>(id)]; };
+    // term = (base op m) * scale, op in {mod, div}
+    auto split = [&](int64_t id, Idx::Kind op, int64_t* x, int64_t* m, int64_t* scale) {
+        int64_t t = id, sc = 1;
+        if (I(t).kind == Idx::kMul) { sc = I(t).b; t = I(t).a; }
+        if (I(t).kind != op) return false;
+        *x = I(t).a; *m = I(t).b; *scale = sc;
+        return true;
+    };
+    auto pair = [&](int64_t p, int64_t q) {
+        int64_t x1, m1, s1, x2, m2, s2;
+        if (split(p, Idx::kMod, &x1, &m1, &s1) && split(q, Idx::kDiv, &x2, &m2, &s2) && x1 == x2 && m1 == m2 &&
+            s2 == m1 * s1)
+            return make_idx(c, Idx::kMul, x1, s1);
+        return -1;
+    };
+    for (int side = 0; side < 2; ++side) {
+        const int64_t p = side ? b : a, q = side ? a : b;
+        if (int r = pair(p, q); r >= 0) return r;
+        if (int r = pair(q, p); r >= 0) return r;
+        // (y + p) + q with p, q a pair: y + x*s
+        if (I(p).kind == Idx::kAdd) {
+            for (int s2 = 0; s2 < 2; ++s2) {
+                const int64_t in = s2 ? I(p).b : I(p).a, rest = s2 ? I(p).a : I(p).b;
+                int r = pair(in, q);
+                if (r < 0) r = pair(q, in);
+                if (r >= 0) return make_idx(c, Idx::kAdd, rest, r);
+            }
+        }
+    }
+    return -1;
 }
 
 int Fuser::add_expr(LowerCtx& c, Expr e) {
