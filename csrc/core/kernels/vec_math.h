@@ -24,7 +24,11 @@ namespace ember::kernels::vmath {
 EMBER_VMATH_INLINE float pow2i(int32_t k) { return bits_to_float(static_cast<uint32_t>(k + 127) << 23); }
 
 EMBER_VMATH_INLINE float exp(float x) {
-    float c = x > -110.f ? x : -110.f;  // NaN takes the clamp too; it is restored at the end
+    // Below -104.5 the result is +0. Those lanes (masked attention scores, x - max of a softmax
+    // row) are computed at 0 and replaced: evaluating them would make subnormal intermediates,
+    // which cost a microcode assist each on x86. NaN fails the comparison too; it is restored
+    // at the end.
+    float c = x > -104.5f ? x : 0.f;
     c = c < 89.f ? c : 89.f;
     const float fn = (c * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to integer
     const int32_t n = static_cast<int32_t>(fn);
@@ -37,7 +41,7 @@ EMBER_VMATH_INLINE float exp(float x) {
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.f;
     const float y = p * pow2i(n >> 1) * pow2i(n - (n >> 1));
-    return x != x ? x : y;
+    return x != x ? x : (x > -104.5f ? y : 0.f);
 }
 
 EMBER_VMATH_INLINE float tanh(float x) {
