@@ -19,15 +19,20 @@ extern "C" void omp_set_num_threads(int n);
 namespace ember::torch_glue {
 namespace {
 
-// Small products run on the calling stream worker alone: waking a team of OpenMP threads costs
-// more than the product, and on a small machine those threads compete with the device's own
-// pool. The threshold is where two threads start to pay off here (bench/matmul.py).
-void size_team_for(double flops) {
+// The OpenMP team a library call from this device thread may use (the setting is per thread).
+void set_team(int n) {
     thread_local int current = -1;
-    const int want = flops < (1 << 24) ? 1 : 0;
-    if (want == current) return;
-    current = want;
-    omp_set_num_threads(want == 1 ? 1 : static_cast<int>(std::thread::hardware_concurrency()));
+    if (n == current) return;
+    current = n;
+    omp_set_num_threads(n);
+}
+
+// GEMMs run single-threaded on the calling device thread: kernels::gemm splits large products
+// across the device's pool itself, and a library thread team would compete with the pool's
+// threads for the cores. Convolutions, which are not split, use a team when they are large
+// enough to pay for waking it (bench/matmul.py measured the crossover for products).
+void team_for_conv(double flops) {
+    set_team(flops < (1 << 24) ? 1 : static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 c10::ScalarType scalar_type(kernels::DType t) {
@@ -48,7 +53,7 @@ Status libtorch_gemm(const kernels::GemmArgs& g) {
     // The libtorch calls below are how this kernel is implemented, not op calls of the program:
     // keep them out of profilers' op records (and skip their callback cost).
     at::DisableRecordFunctionGuard no_record;
-    size_team_for(2.0 * g.a.sizes[0] * g.a.sizes[1] * g.a.sizes[2] * g.b.sizes[2]);
+    set_team(1);
     try {
         at::Tensor a = host_alias(g.a), b = host_alias(g.b), c = host_alias(g.c);
         if (a.size(0) == 1) {
@@ -78,7 +83,7 @@ double conv_flops(const kernels::TensorView& out, const kernels::TensorView& wei
 
 Status libtorch_conv(const kernels::ConvArgs& a) {
     at::DisableRecordFunctionGuard no_record;
-    size_team_for(conv_flops(a.out, a.weight));
+    team_for_conv(conv_flops(a.out, a.weight));
     try {
         const auto& p = a.params;
         at::Tensor bias = a.bias.data ? host_alias(a.bias) : at::Tensor();
@@ -94,7 +99,7 @@ Status libtorch_conv(const kernels::ConvArgs& a) {
 
 Status libtorch_conv_backward(const kernels::ConvBackwardArgs& a) {
     at::DisableRecordFunctionGuard no_record;
-    size_team_for(2 * conv_flops(a.grad_out, a.weight));
+    team_for_conv(2 * conv_flops(a.grad_out, a.weight));
     try {
         const auto& p = a.params;
         std::array<bool, 3> mask = {a.grad_input.data != nullptr, a.grad_weight.data != nullptr,

@@ -80,7 +80,7 @@ Status Executable::run(void* const* inputs, void* const* outputs, runtime::Threa
                 args.c = view(st.refs[2], ptrs[st.refs[2].buffer]);
                 args.alpha = st.f0;
                 args.beta = st.f1;
-                EMBER_RETURN_IF_ERROR(kernels::gemm(args));
+                EMBER_RETURN_IF_ERROR(kernels::gemm(args, pool));
                 break;
             }
             case Step::kAttention: {

@@ -51,7 +51,7 @@ void queue_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
         return;
     }
     kernels::GemmArgs args{as_3d(a), as_3d(b), as_3d(out), alpha, beta};
-    enqueue(current_stream_of(out), "gemm", [args] { return kernels::gemm(args); });
+    queue(out, "gemm", [args](runtime::ThreadPool* pool) { return kernels::gemm(args, pool); });
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {

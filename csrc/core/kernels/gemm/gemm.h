@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "kernels/tensor_view.h"
+#include "runtime/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -29,5 +30,11 @@ const char* gemm_provider_name();
 
 // Validates shapes and dtypes, then runs the provider.
 Status gemm(const GemmArgs& args);
+
+// The same, split across `pool`: by batch when there are enough matrices, else by blocks of
+// rows of A and C, each block a provider call on the calling pool thread. The provider then
+// runs single-threaded, so the device's own threads do all the work: a library's thread team
+// would compete with them for the cores. Small products are not split.
+Status gemm(const GemmArgs& args, runtime::ThreadPool* pool);
 
 }  // namespace ember::kernels
