@@ -98,19 +98,25 @@ void queue_batch(at::TensorList outs, const char* name, Job::Kind kind, int8_t o
         batch->jobs.push_back(job);
     }
     queue(outs[0], name, [batch](runtime::ThreadPool* pool) {
-        for (const Job& j : batch->jobs) {
-            Status st;
+        auto run = [](const Job& j, runtime::ThreadPool* p) {
             switch (j.kind) {
-                case Job::Kind::kUnary:
-                    st = kernels::unary(static_cast<UnaryOp>(j.op), j.loop, j.compute, pool);
-                    break;
+                case Job::Kind::kUnary: return kernels::unary(static_cast<UnaryOp>(j.op), j.loop, j.compute, p);
                 case Job::Kind::kBinary:
-                    st = kernels::binary(static_cast<BinaryOp>(j.op), j.loop, j.compute, j.value, pool);
-                    break;
+                    return kernels::binary(static_cast<BinaryOp>(j.op), j.loop, j.compute, j.value, p);
                 case Job::Kind::kTernary:
-                    st = kernels::ternary(static_cast<TernaryOp>(j.op), j.loop, j.compute, j.value, pool);
-                    break;
+                    return kernels::ternary(static_cast<TernaryOp>(j.op), j.loop, j.compute, j.value, p);
             }
+            return Status();
+        };
+        const auto& jobs = batch->jobs;
+        // Many tensors (an optimizer's parameters): the tensors go to different threads, each
+        // computed whole. One tensor: it splits itself across the pool if it is large.
+        if (jobs.size() < 2) return jobs.empty() ? Status() : run(jobs[0], pool);
+        std::vector<Status> results(jobs.size());
+        pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) results[static_cast<size_t>(i)] = run(jobs[static_cast<size_t>(i)], nullptr);
+        });
+        for (Status& st : results) {
             if (!st.ok()) return st;
         }
         return Status();
