@@ -262,3 +262,16 @@ def test_large_profile_from_many_threads_validates():
     s = summary(recs)
     assert sum(k.count for k in s.kernels) == 4000
     assert len(s.key_averages()) == 5 + 7
+
+
+def test_table_names_are_short_and_bounded():
+    import os
+
+    from torch_ember.profiler._table import cell, short_paths
+
+    lib = "/x/lib/python3.11/site-packages/transformers/models/qwen3/modeling_qwen3.py"
+    assert short_paths(f"mm @ {lib}:82") == "mm @ transformers/models/qwen3/modeling_qwen3.py:82"
+    assert short_paths(f"k @ {os.getcwd()}/train.py:7, /tmp/a.py:3") == "k @ train.py:7, /tmp/a.py:3"
+    assert short_paths("gemm") == "gemm"
+    long = "ember_k1 " + "+".join(["mul"] * 60)
+    assert len(cell(long)) == 110 and cell(long).endswith("...")

@@ -17,7 +17,7 @@ from typing import Optional
 
 from ._export import save_chrome_trace
 from ._summary import KeyAverage, Summary, summary
-from ._table import grid
+from ._table import cell, grid
 
 
 class KeyAverages(list):
@@ -30,7 +30,7 @@ class KeyAverages(list):
             raise ValueError(f"sort_by must be one of {sorted(keys)}, got {sort_by!r}")
         rows = sorted(self, key=lambda r: -getattr(r, sort_by))[:row_limit]
         headers = ["Name", "Device", "Calls", "CPU total", "Self CPU", "Device total", "Self device"]
-        cells = [[r.key, r.device_type, str(r.count), _us(r.cpu_time_total), _us(r.self_cpu_time_total),
+        cells = [[cell(r.key), r.device_type, str(r.count), _us(r.cpu_time_total), _us(r.self_cpu_time_total),
                   _us(r.device_time_total), _us(r.self_device_time_total)] for r in rows]
         return "\n".join(grid(headers, cells, indent=""))
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,6 +52,32 @@ def _gap_line(s: "Summary", g: "Gap") -> str:
     return f"    gap {fmt_ns(g.dur_ns)} at {where} ({around})"
 
 
+_PATH = re.compile(r"(/[^\s,:@]+)(?=:\d+)")
+
+
+def short_paths(text: str) -> str:
+    """File paths in a label, as a reader wants them in a table: packages from their package
+    directory ("transformers/models/qwen3/modeling_qwen3.py:82"), files under the working
+    directory relative to it, anything else as is."""
+    cwd = os.getcwd() + os.sep
+
+    def short(m):
+        path = m.group(1)
+        if "site-packages/" in path:
+            return path.split("site-packages/", 1)[1]
+        if path.startswith(cwd):
+            return path[len(cwd):]
+        return path
+
+    return _PATH.sub(short, text)
+
+
+def cell(name: str, width: int = 110) -> str:
+    """A name for a table cell: short paths, and cut to `width` characters."""
+    name = short_paths(name)
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
 def render(s: "Summary", top: int = 10) -> str:
     out = [f"Ember profile: {fmt_ns(s.duration_ns)} profiled, "
            f"{fmt_ns(s.device_time_ns)} of kernel time on {len(s.streams)} stream(s)"]
@@ -56,7 +85,7 @@ def render(s: "Summary", top: int = 10) -> str:
     out += ["", "Top kernels by device time"]
     if s.kernels:
         out += grid(["Name", "Count", "Total", "Mean", "Share"],
-                    [[k.name, k.count, fmt_ns(k.total_ns), fmt_ns(k.mean_ns), _pct(k.share)]
+                    [[cell(k.name), k.count, fmt_ns(k.total_ns), fmt_ns(k.mean_ns), _pct(k.share)]
                      for k in s.kernels[:top]])
     else:
         out.append("  (no kernels)")
