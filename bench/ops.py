@@ -103,12 +103,13 @@ def case_embedding(vocab, dim, tokens):
     return make
 
 
-def case_adamw(numel, count):
+def case_adamw(numel, count, **options):
+    """options: foreach=False (the per-tensor loop, CPU's default), or fused=True on both."""
     def make(device):
         params = [p.requires_grad_() for p in tensors((numel,), device, n=count)]
         for p, g in zip(params, tensors((numel,), device, n=count)):
             p.grad = g
-        opt = torch.optim.AdamW(params, lr=1e-3, foreach=False)
+        opt = torch.optim.AdamW(params, lr=1e-3, **options)
         return opt.step
     return make
 
@@ -131,7 +132,8 @@ if __name__ == "__main__":
         ("layer_norm 4096x1024", case_layer_norm((4096, 1024))),
         ("sdpa causal 8x8x256x64", case_sdpa(8, 8, 256, 64)),
         ("embedding 32000x512 x 4096", case_embedding(32000, 512, 4096)),
-        ("adamw step 24 x 64K", case_adamw(1 << 16, 24)),
+        ("adamw step 24 x 64K", case_adamw(1 << 16, 24, foreach=False)),
+        ("adamw fused step 24 x 64K", case_adamw(1 << 16, 24, fused=True)),
     ]
     results = [compare(name, make) for name, make in cases]
     report = torch_ember.fallback_report()

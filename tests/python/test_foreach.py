@@ -94,3 +94,39 @@ def test_optimizer_with_clipping_matches_cpu(opt):
     assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
     for g, e in zip(got, run("cpu")):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam])
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("maximize", [False, True])
+def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
+    torch.manual_seed(0)
+    cpu = [torch.nn.Parameter(torch.randn(70000)), torch.nn.Parameter(torch.randn(3, 5))]
+    em = [torch.nn.Parameter(p.detach().to("ember")) for p in cpu]
+    kw = dict(lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, maximize=maximize, fused=True)
+    opt_c, opt_e = cls(cpu, **kw), cls(em, **kw)
+    torch_ember.reset_fallback_stats()
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        for pc, pe in zip(cpu, em):
+            g = torch.randn(pc.shape, generator=gen)
+            pc.grad, pe.grad = g, g.to("ember")
+        opt_c.step()
+        opt_e.step()
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+    for pe, pc in zip(em, cpu):
+        torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_adam_with_grad_scaling_takes_the_cpu_kernel():
+    p = torch.nn.Parameter(torch.randn(8, device="ember"))
+    p.grad = torch.randn(8, device="ember")
+    opt = torch.optim.AdamW([p], fused=True)
+    state = {"step": torch.zeros((), device="ember"), "exp_avg": torch.zeros(8, device="ember"),
+             "exp_avg_sq": torch.zeros(8, device="ember")}
+    torch_ember.reset_fallback_stats()
+    torch._fused_adamw_([p], [p.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [state["step"] + 1],
+                        lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
+                        maximize=False, grad_scale=torch.ones((), device="ember"))
+    assert [r.op for r in torch_ember.fallback_report()] == ["aten::_fused_adamw_"]
+    _ = opt

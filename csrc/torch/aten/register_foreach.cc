@@ -1,4 +1,5 @@
-// The _foreach_* ops optimizers and clip_grad_norm_ use, as one device task per call: every
+// The _foreach_* ops optimizers and clip_grad_norm_ use, and fused Adam/AdamW, as one device
+// task per call: every
 // tensor of the list is a flat 1-d loop of core's elementwise kernels, without building a
 // TensorIterator per tensor. Lists that are not all contiguous, same-dtype floating tensors on
 // one ember device take PyTorch's per-tensor path, which dispatches to the native single-tensor
@@ -11,12 +12,15 @@
 #include <ATen/ops/_foreach_lerp_native.h>
 #include <ATen/ops/_foreach_mul_native.h>
 #include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/_fused_adam_ops.h>
+#include <ATen/ops/_fused_adamw_ops.h>
 #include <torch/library.h>
 
 #include <memory>
 #include <vector>
 
 #include "elementwise_iter.h"
+#include "kernels/optim/adamw.h"
 #include "glue.h"
 
 namespace ember::torch_glue {
@@ -243,9 +247,104 @@ void addcdiv_scalarlist_(at::TensorList self, at::TensorList t1, at::TensorList 
     addc_(TernaryOp::kAddcdiv, "_foreach_addcdiv_", self, t1, t2, [&](size_t i) { return scalars[i]; });
 }
 
+// ---- fused Adam / AdamW (fused=True) ------------------------------------------------------------
+
+// Float32 contiguous state on one ember device, the step counts as device scalars, and no AMP
+// grad scaling: anything else takes PyTorch's CPU kernel through the fallback.
+bool native_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                 at::TensorList max_exp_avg_sqs, at::TensorList steps, bool amsgrad,
+                 const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+    if ((grad_scale && grad_scale->defined()) || (found_inf && found_inf->defined()) || params.empty()) return false;
+    const size_t n = params.size();
+    if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n ||
+        (amsgrad && max_exp_avg_sqs.size() != n)) {
+        return false;
+    }
+    const c10::Device device = params[0].device();
+    if (!params[0].is_privateuseone()) return false;
+    auto ok = [&](const at::Tensor& t, const at::Tensor& like) {
+        return t.defined() && t.device() == device && t.scalar_type() == at::kFloat && t.is_contiguous() &&
+               t.numel() == like.numel();
+    };
+    for (size_t i = 0; i < n; ++i) {
+        const at::Tensor& p = params[i];
+        if (!ok(p, p) || !ok(grads[i], p) || !ok(exp_avgs[i], p) || !ok(exp_avg_sqs[i], p)) return false;
+        if (amsgrad && !ok(max_exp_avg_sqs[i], p)) return false;
+        const at::Tensor& s = steps[i];
+        if (!s.defined() || s.device() != device || s.scalar_type() != at::kFloat || s.numel() != 1) return false;
+    }
+    return true;
+}
+
+void queue_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                at::TensorList max_exp_avg_sqs, at::TensorList steps, kernels::AdamArgs base, const char* name) {
+    struct Update {
+        kernels::TensorView p, g, m, v, vmax;
+        kernels::AdamArgs args;
+    };
+    auto updates = std::make_shared<std::vector<Update>>();
+    for (size_t i = 0; i < params.size(); ++i) {
+        if (params[i].numel() == 0) continue;
+        Update u{view_of(params[i]), view_of(grads[i]), view_of(exp_avgs[i]), view_of(exp_avg_sqs[i]), {}, base};
+        if (base.amsgrad) u.vmax = view_of(max_exp_avg_sqs[i]);
+        u.args.step = static_cast<const float*>(steps[i].const_data_ptr());
+        updates->push_back(u);
+    }
+    if (updates->empty()) return;
+    queue(params[0], name, [updates](runtime::ThreadPool* pool) {
+        const auto& us = *updates;
+        std::vector<Status> results(us.size());
+        auto run = [&](size_t i, runtime::ThreadPool* p) {
+            const Update& u = us[i];
+            results[i] = kernels::adam_step(u.p, u.g, u.m, u.v, u.vmax, u.args, p);
+        };
+        if (us.size() == 1) run(0, pool);
+        else pool->parallel_for(static_cast<int64_t>(us.size()), 1, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) run(static_cast<size_t>(i), nullptr);
+        });
+        for (Status& st : results) {
+            if (!st.ok()) return st;
+        }
+        return Status();
+    });
+}
+
+kernels::AdamArgs adam_args(double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
+                            bool maximize, bool decoupled) {
+    kernels::AdamArgs a;
+    a.lr = lr;
+    a.beta1 = beta1;
+    a.beta2 = beta2;
+    a.weight_decay = weight_decay;
+    a.eps = eps;
+    a.amsgrad = amsgrad;
+    a.maximize = maximize;
+    a.decoupled = decoupled;
+    return a;
+}
+
+#define EMBER_FUSED_ADAM(fn, op, decoupled)                                                                      \
+    void fn(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,       \
+            at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,          \
+            double weight_decay, double eps, bool amsgrad, bool maximize,                                         \
+            const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {           \
+        if (!native_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad, grad_scale,        \
+                         found_inf)) {                                                                            \
+            return cpu<ATEN_OP(op)>(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2, \
+                                    weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);                 \
+        }                                                                                                         \
+        queue_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,                                   \
+                   adam_args(lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled), #op);            \
+    }
+EMBER_FUSED_ADAM(fused_adamw_, _fused_adamw_, true)
+EMBER_FUSED_ADAM(fused_adam_, _fused_adam_, false)
+#undef EMBER_FUSED_ADAM
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_fused_adamw_", fused_adamw_);
+    m.impl("_fused_adam_", fused_adam_);
     m.impl("_foreach_add_.Scalar", add_scalar_);
     m.impl("_foreach_add_.List", add_list_);
     m.impl("_foreach_mul_.Scalar", mul_scalar_);

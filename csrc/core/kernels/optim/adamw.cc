@@ -1,0 +1,80 @@
+#include "kernels/optim/adamw.h"
+
+#include <cmath>
+
+#include "kernels/elementwise/simd.h"
+
+namespace ember::kernels {
+namespace {
+
+struct Coeffs {
+    float sign;       // -1 with maximize
+    float decay_p;    // AdamW: lr * weight_decay, taken off the parameter
+    float decay_g;    // Adam: weight_decay, added to the gradient
+    float beta1, beta2, eps, step_size, bc2_sqrt;
+};
+
+// The loop the compiler vectorizes: the mode flags are folded into coefficients (maximize into a
+// sign, Adam/AdamW into which decay term is zero), amsgrad into the template, so the body has no
+// branches; the five arrays are distinct tensors (restrict), so no alias checks are needed.
+template <bool kAmsgrad>
+EMBER_SIMD_CLONES void adam_range(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                                  float* __restrict__ v, float* __restrict__ vmax, int64_t n, Coeffs c) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float param0 = p[i];
+        const float grad = c.sign * g[i] + c.decay_g * param0;
+        const float param = param0 - param0 * c.decay_p;
+        const float mi = m[i] + (1.f - c.beta1) * (grad - m[i]);
+        const float vi = c.beta2 * v[i] + (1.f - c.beta2) * grad * grad;
+        m[i] = mi;
+        v[i] = vi;
+        float second = vi;
+        if constexpr (kAmsgrad) {
+            second = vmax[i] > vi ? vmax[i] : vi;
+            vmax[i] = second;
+        }
+        const float denom = std::sqrt(second) / c.bc2_sqrt + c.eps;
+        p[i] = param - c.step_size * mi / denom;
+    }
+}
+
+bool plain_f32(const TensorView& v, int64_t n) {
+    return v.data != nullptr && v.dtype == DType::kFloat32 && v.is_contiguous() && v.numel() == n;
+}
+
+}  // namespace
+
+Status adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                 const TensorView& exp_avg_sq, const TensorView& max_exp_avg_sq, const AdamArgs& args,
+                 runtime::ThreadPool* pool) {
+    const int64_t n = param.numel();
+    if (!plain_f32(param, n) || !plain_f32(grad, n) || !plain_f32(exp_avg, n) || !plain_f32(exp_avg_sq, n) ||
+        (args.amsgrad && !plain_f32(max_exp_avg_sq, n))) {
+        return invalid_argument("adam_step: expects contiguous float32 tensors of one size");
+    }
+    if (args.step == nullptr) return invalid_argument("adam_step: no step count");
+    const double step = *args.step;
+    const double lr = args.lr_ptr ? static_cast<double>(*args.lr_ptr) : args.lr;
+    const double bc1 = 1.0 - std::pow(args.beta1, step);
+    const double bc2 = 1.0 - std::pow(args.beta2, step);
+    const float wd = static_cast<float>(args.weight_decay);
+    Coeffs c{args.maximize ? -1.f : 1.f,
+             args.decoupled ? static_cast<float>(lr) * wd : 0.f,
+             args.decoupled ? 0.f : wd,
+             static_cast<float>(args.beta1), static_cast<float>(args.beta2), static_cast<float>(args.eps),
+             static_cast<float>(lr / bc1), static_cast<float>(std::sqrt(bc2))};
+    auto* p = static_cast<float*>(param.data);
+    const auto* g = static_cast<const float*>(grad.data);
+    auto* m = static_cast<float*>(exp_avg.data);
+    auto* v = static_cast<float*>(exp_avg_sq.data);
+    auto* vmax = args.amsgrad ? static_cast<float*>(max_exp_avg_sq.data) : nullptr;
+    auto body = [&](int64_t b, int64_t e) {
+        if (vmax) adam_range<true>(p + b, g + b, m + b, v + b, vmax + b, e - b, c);
+        else adam_range<false>(p + b, g + b, m + b, v + b, nullptr, e - b, c);
+    };
+    if (pool) pool->parallel_for(n, runtime::kParallelGrain, body);
+    else body(0, n);
+    return Status();
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,34 @@
+// Fused Adam/AdamW: one pass over a parameter tensor that updates the moments and the parameter
+// together (torch.optim.Adam/AdamW with fused=True, PyTorch's _fused_adam(w)_). A pass touches
+// each element once, where the foreach path sweeps every parameter once per update op.
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "kernels/tensor_view.h"
+#include "runtime/thread_pool.h"
+
+namespace ember::kernels {
+
+struct AdamArgs {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double weight_decay = 0.0;
+    double eps = 1e-8;
+    bool amsgrad = false;
+    bool maximize = false;
+    bool decoupled = true;  // AdamW: decay the parameter; Adam: add decay * param to the gradient
+    const float* lr_ptr = nullptr;  // a device scalar holding lr (tensor_lr form), read at run time
+    const float* step = nullptr;    // the step count (a device scalar), read at run time
+};
+
+// param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad; else data may be null):
+// contiguous float32 tensors of equal size, updated in place with PyTorch's fused formulas
+// (float arithmetic; bias corrections in double as PyTorch computes them on the host).
+Status adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
+                 const TensorView& exp_avg_sq, const TensorView& max_exp_avg_sq, const AdamArgs& args,
+                 runtime::ThreadPool* pool);
+
+}  // namespace ember::kernels
