@@ -2,7 +2,7 @@ import warnings
 
 import pytest
 import torch
-import torch_ember  # noqa: F401
+import torch_ember
 
 
 @pytest.fixture(autouse=True)
@@ -12,3 +12,11 @@ def _quiet_fallback_warnings():
         warnings.filterwarnings("ignore", message="ember: operator")
         yield
     torch.ember.synchronize()
+
+
+@pytest.fixture
+def native_only():
+    """Fails the test if any op fell back to the CPU while it ran."""
+    torch_ember.reset_fallback_stats()
+    yield
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())

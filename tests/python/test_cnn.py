@@ -10,13 +10,6 @@ TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: {},
        torch.bfloat16: dict(rtol=3e-2, atol=3e-2)}
 
 
-@pytest.fixture
-def native_only():
-    torch_ember.reset_fallback_stats()
-    yield
-    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
-
-
 def fwd_bwd(fn, x, dtype):
     xc = x.clone().requires_grad_()
     xe = x.to("ember").requires_grad_()

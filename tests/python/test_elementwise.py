@@ -48,14 +48,6 @@ def same_outcome(fn, *cpu_args):
     torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
 
 
-@pytest.fixture
-def native_only():
-    """Fails the test if any op fell back to the CPU."""
-    torch_ember.reset_fallback_stats()
-    yield
-    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
-
-
 @pytest.mark.parametrize("op", BINARY)
 @pytest.mark.parametrize("da", DTYPES)
 @pytest.mark.parametrize("db", [torch.float32, torch.bfloat16, torch.int64, torch.bool])

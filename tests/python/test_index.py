@@ -4,35 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torch_ember
+from index_compare import same_outcome, sample
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool]
-
-
-def sample(shape, dtype, seed=0):
-    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 3
-    return (x > 0) if dtype == torch.bool else x.to(dtype)
-
-
-def same_outcome(fn, *args):
-    to_e = lambda a: a.to("ember") if isinstance(a, torch.Tensor) else a
-    try:
-        expected = fn(*args)
-    except Exception as err:
-        # Bounds checks run on the device, as on CUDA: a RuntimeError at the next synchronizing call.
-        with pytest.raises((type(err), RuntimeError)):
-            fn(*map(to_e, args))
-            torch.ember.synchronize()
-        return
-    got = fn(*map(to_e, args))
-    assert got.device.type == "ember" and got.dtype == expected.dtype and got.shape == expected.shape
-    torch.testing.assert_close(got.cpu(), expected)
-
-
-@pytest.fixture
-def native_only():
-    torch_ember.reset_fallback_stats()
-    yield
-    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

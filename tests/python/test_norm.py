@@ -20,13 +20,6 @@ def check(fn, *args, dtype=torch.float32):
         torch.testing.assert_close(g.cpu(), e, equal_nan=True, **TOL.get(dtype, {}))
 
 
-@pytest.fixture
-def native_only():
-    torch_ember.reset_fallback_stats()
-    yield
-    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
-
-
 def grads(fn, *tensors, seed=0):
     leaves = [t.detach().requires_grad_() for t in tensors]
     y = fn(*leaves)

@@ -4,42 +4,13 @@ reads (x[idx], x[mask]), masked_select and nonzero, with CPU's errors for bad in
 import pytest
 import torch
 import torch_ember
+from index_compare import same_outcome, sample, to_e
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.bool]
 
 
-def sample(shape, dtype, seed=0):
-    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 3
-    return (x > 0) if dtype == torch.bool else x.to(dtype)
-
-
 def index(shape, high, seed=1):
     return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
-
-
-def to_e(a):
-    return a.to("ember") if isinstance(a, torch.Tensor) else a
-
-
-def same_outcome(fn, *args):
-    try:
-        expected = fn(*args)
-    except Exception as err:
-        # Bounds checks run on the device, as on CUDA: the error surfaces at the next sync.
-        with pytest.raises((type(err), RuntimeError)):
-            fn(*map(to_e, args))
-            torch.ember.synchronize()
-        return
-    got = fn(*map(to_e, args))
-    assert got.device.type == "ember" and got.dtype == expected.dtype and got.shape == expected.shape
-    torch.testing.assert_close(got.cpu(), expected)
-
-
-@pytest.fixture
-def native_only():
-    torch_ember.reset_fallback_stats()
-    yield
-    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -34,13 +34,6 @@ def same_outcome(fn, *args):
         torch.testing.assert_close(g.cpu(), e, equal_nan=True)
 
 
-@pytest.fixture
-def native_only():
-    torch_ember.reset_fallback_stats()
-    yield
-    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [0, 1, -1])
 @pytest.mark.parametrize("descending", [False, True])

@@ -354,27 +354,21 @@ void Tracer::on_step_end(const char* label) {
 
 void Tracer::on_alloc(int device, const void* ptr, size_t bytes, size_t allocated_total,
                       size_t reserved_total) {
-    if (!active()) return;
-    ThreadBuffer& b = buffer();
-    int64_t t = now_ns();
-    Record& r = next_slot(b);
-    r.kind = RecordKind::kAlloc;
-    r.device = device;
-    r.ptr = reinterpret_cast<uintptr_t>(ptr);
-    r.bytes = bytes;
-    r.allocated = allocated_total;
-    r.reserved = static_cast<int64_t>(reserved_total);
-    r.ts_ns = t;
-    commit(b);
+    memory_event(RecordKind::kAlloc, device, ptr, bytes, allocated_total, reserved_total);
 }
 
 void Tracer::on_free(int device, const void* ptr, size_t bytes, size_t allocated_total,
                      size_t reserved_total) {
+    memory_event(RecordKind::kFree, device, ptr, bytes, allocated_total, reserved_total);
+}
+
+void Tracer::memory_event(RecordKind kind, int device, const void* ptr, size_t bytes, size_t allocated_total,
+                          size_t reserved_total) {
     if (!active()) return;
     ThreadBuffer& b = buffer();
     int64_t t = now_ns();
     Record& r = next_slot(b);
-    r.kind = RecordKind::kFree;
+    r.kind = kind;
     r.device = device;
     r.ptr = reinterpret_cast<uintptr_t>(ptr);
     r.bytes = bytes;

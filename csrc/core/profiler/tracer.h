@@ -142,6 +142,9 @@ class Tracer final : public instrument::Listener {
     uint32_t intern(ThreadBuffer& b, const char* s);
     uint32_t intern(ThreadBuffer& b, std::string_view s);
     uint32_t intern_locked(std::string_view s);  // mu_ held
+    // An alloc or free record (on_alloc/on_free).
+    void memory_event(RecordKind kind, int device, const void* ptr, size_t bytes, size_t allocated_total,
+                      size_t reserved_total);
     // A span of `duration_ns` ending now, on the calling thread; the caller fills the rest.
     Record& span_ending_now(ThreadBuffer& b, RecordKind kind, int64_t duration_ns);
 

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/status.h"
+
 namespace ember::runtime {
 
 // Elements of simple work (a few flops each) a chunk must have before splitting pays: waking a
@@ -35,6 +37,24 @@ class ThreadPool {
 
     // Runs fn(begin, end) over [0, n) in chunks of at least `grain` elements.
     void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+    // Runs fn(i, pool) for each of n independent items (tensors of a list, blocks of a product)
+    // and returns the first failure in item order. With several items they are spread over the
+    // threads and each runs whole (fn gets a null pool); a single item gets this pool to split
+    // itself.
+    template <typename F>
+    Status for_each_item(int64_t n, F&& fn) {
+        if (n <= 0) return Status();
+        if (n == 1) return fn(int64_t{0}, this);
+        std::vector<Status> results(static_cast<size_t>(n));
+        parallel_for(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) results[static_cast<size_t>(i)] = fn(i, static_cast<ThreadPool*>(nullptr));
+        });
+        for (Status& st : results) {
+            if (!st.ok()) return st;
+        }
+        return Status();
+    }
 
   private:
     void worker_loop(int id);

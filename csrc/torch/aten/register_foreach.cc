@@ -113,17 +113,9 @@ void queue_batch(at::TensorList outs, const char* name, Job::Kind kind, int8_t o
             return Status();
         };
         const auto& jobs = batch->jobs;
-        // Many tensors (an optimizer's parameters): the tensors go to different threads, each
-        // computed whole. One tensor: it splits itself across the pool if it is large.
-        if (jobs.size() < 2) return jobs.empty() ? Status() : run(jobs[0], pool);
-        std::vector<Status> results(jobs.size());
-        pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) results[static_cast<size_t>(i)] = run(jobs[static_cast<size_t>(i)], nullptr);
+        return pool->for_each_item(static_cast<int64_t>(jobs.size()), [&](int64_t i, runtime::ThreadPool* p) {
+            return run(jobs[static_cast<size_t>(i)], p);
         });
-        for (Status& st : results) {
-            if (!st.ok()) return st;
-        }
-        return Status();
     });
 }
 
@@ -293,19 +285,10 @@ void queue_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_
     if (updates->empty()) return;
     queue(params[0], name, [updates](runtime::ThreadPool* pool) {
         const auto& us = *updates;
-        std::vector<Status> results(us.size());
-        auto run = [&](size_t i, runtime::ThreadPool* p) {
-            const Update& u = us[i];
-            results[i] = kernels::adam_step(u.p, u.g, u.m, u.v, u.vmax, u.args, p);
-        };
-        if (us.size() == 1) run(0, pool);
-        else pool->parallel_for(static_cast<int64_t>(us.size()), 1, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) run(static_cast<size_t>(i), nullptr);
+        return pool->for_each_item(static_cast<int64_t>(us.size()), [&](int64_t i, runtime::ThreadPool* p) {
+            const Update& u = us[static_cast<size_t>(i)];
+            return kernels::adam_step(u.p, u.g, u.m, u.v, u.vmax, u.args, p);
         });
-        for (Status& st : results) {
-            if (!st.ok()) return st;
-        }
-        return Status();
     });
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 
 namespace ember::kernels {
 namespace {
@@ -67,22 +66,15 @@ Status gemm(const GemmArgs& args, runtime::ThreadPool* pool) {
     const int dim = by_batch ? 0 : 1;
     const int64_t chunks = by_batch ? threads : std::min<int64_t>(threads, m / kMinRows);
     const int64_t step = (extent + chunks - 1) / chunks;
-    std::vector<Status> results(static_cast<size_t>(chunks));
-    pool->parallel_for(chunks, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) {
-            const int64_t r0 = i * step, r1 = std::min(extent, r0 + step);
-            if (r0 >= r1) continue;
-            GemmArgs part = args;
-            part.a = slice(args.a, dim, r0, r1);
-            part.c = slice(args.c, dim, r0, r1);
-            if (by_batch) part.b = slice(args.b, 0, r0, r1);
-            results[static_cast<size_t>(i)] = g_provider(part);
-        }
+    return pool->for_each_item(chunks, [&](int64_t i, runtime::ThreadPool*) {
+        const int64_t r0 = i * step, r1 = std::min(extent, r0 + step);
+        if (r0 >= r1) return Status();
+        GemmArgs part = args;
+        part.a = slice(args.a, dim, r0, r1);
+        part.c = slice(args.c, dim, r0, r1);
+        if (by_batch) part.b = slice(args.b, 0, r0, r1);
+        return g_provider(part);
     });
-    for (Status& st : results) {
-        if (!st.ok()) return st;
-    }
-    return Status();
 }
 
 }  // namespace ember::kernels
