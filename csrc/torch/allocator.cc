@@ -1,5 +1,6 @@
 #include "allocator.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstring>
@@ -94,7 +95,9 @@ class DeviceAllocator final : public c10::DeviceAllocator {
 
 void delete_pinned(void* ptr) { runtime::host_allocator().free(ptr); }
 
-class PinnedAllocator final : public c10::Allocator {
+// Pinned host memory, registered as PrivateUse1's host allocator so that torch.accelerator's
+// host-cache calls (empty_host_cache, host memory stats) reach core's HostAllocator.
+class PinnedAllocator final : public at::HostAllocator {
   public:
     c10::DataPtr allocate(size_t n) override {
         void* ptr = value_or_raise(runtime::host_allocator().allocate(n));
@@ -104,6 +107,25 @@ class PinnedAllocator final : public c10::Allocator {
     void copy_data(void* dest, const void* src, std::size_t count) const override {
         std::memcpy(dest, src, count);
     }
+    // Fences the block at the end of the stream's queue: it is not reused before work queued so
+    // far on that stream has run.
+    bool record_event(void* ptr, void*, c10::Stream stream) override {
+        if (stream.device_type() != c10::DeviceType::PrivateUse1) return false;
+        runtime::Stream* s = value_or_raise(device_for(stream.device_index()).stream(stream.id()));
+        return runtime::host_allocator().record_use(ptr, *s, s->enqueued());
+    }
+    void empty_cache() override { runtime::host_allocator().empty_cache(); }
+    at::HostStats get_stats() override {
+        at::HostStats out;
+        auto& h = runtime::host_allocator();
+        auto in_use = static_cast<int64_t>(h.allocated_bytes());
+        auto total = in_use + static_cast<int64_t>(h.cached_bytes());
+        out.active_bytes.current = in_use;
+        out.allocated_bytes.current = total;
+        return out;
+    }
+    void reset_accumulated_stats() override {}
+    void reset_peak_stats() override {}
 };
 
 DeviceAllocator g_device_allocator;
@@ -112,6 +134,7 @@ PinnedAllocator g_pinned_allocator;
 }  // namespace
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
+REGISTER_HOST_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_pinned_allocator);
 
 c10::Allocator* device_allocator() { return &g_device_allocator; }
 c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }

@@ -113,6 +113,15 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
                     "ember: elapsed_time needs both events to be recorded first");
         return value_or_raise(as_event(start)->elapsed_ms(*as_event(end)));
     }
+    // torch.accelerator.get_device_capability(): the dtypes ember tensors can hold.
+    c10::DeviceCapability getDeviceCapability(Device) const override {
+        c10::DeviceCapability cap;  // starts with every dtype set
+#define EMBER_KEEP_DTYPE(_, name) \
+    cap.capability_data.supported_scalar_types.has_##name = has_dtype(c10::ScalarType::name);
+        AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(EMBER_KEEP_DTYPE)
+#undef EMBER_KEEP_DTYPE
+        return cap;
+    }
     void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const Stream& s) const override {
         int owner = runtime::device_of(data_ptr.get());
         if (owner >= 0) runtime::device(owner).allocator().record_stream(data_ptr.get(), from_c10(s));

@@ -20,12 +20,12 @@ if torch._C._get_privateuse1_backend_name() != "ember":
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
-    from . import _module_patch
-
-    _module_patch.install()
 
 from ._fallback import fallback_report, reset_fallback_stats, set_fallback_mode  # noqa: E402
 from . import _exit  # noqa: E402,F401
+from . import integrations as _integrations  # noqa: E402
+
+_integrations.install()
 
 # Compiled mode's public names; Dynamo itself loads only when torch.compile first runs.
 from .compile.errors import CompileError  # noqa: E402

@@ -1,4 +1,5 @@
-// The _foreach_* ops optimizers and clip_grad_norm_ use, and fused Adam/AdamW, as one device
+// The _foreach_* ops optimizers and clip_grad_norm_ use, fused Adam/AdamW and AMP's loss-scaling
+// pair (unscale + inf check, scale update), as one device
 // task per call: every
 // tensor of the list is a flat 1-d loop of core's elementwise kernels, without building a
 // TensorIterator per tensor. Lists that are not all contiguous, same-dtype floating tensors on
@@ -12,6 +13,8 @@
 #include <ATen/ops/_foreach_lerp_native.h>
 #include <ATen/ops/_foreach_mul_native.h>
 #include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale_ops.h>
+#include <ATen/ops/_amp_update_scale_ops.h>
 #include <ATen/ops/_fused_adam_ops.h>
 #include <ATen/ops/_fused_adamw_ops.h>
 #include <torch/library.h>
@@ -21,6 +24,7 @@
 
 #include "elementwise_iter.h"
 #include "kernels/optim/adamw.h"
+#include "kernels/optim/amp_scale.h"
 #include "glue.h"
 
 namespace ember::torch_glue {
@@ -323,9 +327,76 @@ EMBER_FUSED_ADAM(fused_adamw_, _fused_adamw_, true)
 EMBER_FUSED_ADAM(fused_adam_, _fused_adam_, false)
 #undef EMBER_FUSED_ADAM
 
+// ---- AMP loss scaling (torch.amp.GradScaler) ---------------------------------------------------
+
+// The argument checks of PyTorch's CUDA kernels, with their messages.
+void check_amp_scalar(const at::Tensor& t, const char* what, const at::Tensor& like) {
+    TORCH_CHECK(t.numel() == 1, what, " must be a 1-element tensor.");
+    TORCH_CHECK(t.scalar_type() == at::kFloat, what, " must be a float tensor.");
+    TORCH_CHECK(t.device() == like.device(), what, " must be on the same device as the other tensors (",
+                like.device(), "), got ", t.device());
+}
+
+void amp_unscale_(at::TensorList grads, at::Tensor& found_inf, const at::Tensor& inv_scale) {
+    if (grads.empty()) return;
+    check_amp_scalar(inv_scale, "inv_scale", found_inf);
+    check_amp_scalar(found_inf, "found_inf", found_inf);
+    bool flat = found_inf.is_privateuseone();
+    for (const at::Tensor& g : grads) {
+        TORCH_CHECK(g.layout() == c10::kStrided, "one of scaled_grads was not a strided tensor.");
+        TORCH_CHECK(at::isFloatingType(g.scalar_type()), "_amp_foreach_non_finite_check_and_unscale_: ",
+                    "gradients must be floating point, got ", g.scalar_type());
+        flat = flat && g.device() == found_inf.device() && g.is_contiguous();
+    }
+    if (!flat) return cpu<ATEN_OP(_amp_foreach_non_finite_check_and_unscale_)>(grads, found_inf, inv_scale);
+    struct Job {
+        std::vector<kernels::TensorView> grads;
+        float* found_inf;
+        const float* inv_scale;
+    };
+    auto job = std::make_shared<Job>();
+    for (const at::Tensor& g : grads)
+        if (g.numel() > 0) job->grads.push_back(view_of(g));
+    job->found_inf = found_inf.data_ptr<float>();
+    job->inv_scale = inv_scale.const_data_ptr<float>();
+    queue(found_inf, "_amp_foreach_non_finite_check_and_unscale_", [job](runtime::ThreadPool* pool) {
+        const float inv = *job->inv_scale;
+        std::vector<char> bad(job->grads.size(), 0);
+        Status st = pool->for_each_item(static_cast<int64_t>(bad.size()), [&](int64_t i, runtime::ThreadPool* p) {
+            StatusOr<bool> r = kernels::unscale_check_finite(job->grads[static_cast<size_t>(i)], inv, p);
+            if (!r.ok()) return r.status();
+            bad[static_cast<size_t>(i)] = *r;
+            return Status();
+        });
+        for (char b : bad)
+            if (b) *job->found_inf = 1.f;
+        return st;
+    });
+}
+
+at::Tensor& amp_update_scale_(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                              double growth_factor, double backoff_factor, int64_t growth_interval) {
+    check_amp_scalar(self, "current_scale", self);
+    check_amp_scalar(found_inf, "found_inf", self);
+    TORCH_CHECK(growth_tracker.numel() == 1, "growth_tracker must be a 1-element tensor.");
+    TORCH_CHECK(growth_tracker.scalar_type() == at::kInt, "growth_tracker must be an int tensor.");
+    TORCH_CHECK(growth_tracker.device() == self.device(), "growth_tracker must be on the same device as ",
+                "current_scale (", self.device(), "), got ", growth_tracker.device());
+    float* scale = self.data_ptr<float>();
+    int32_t* tracker = growth_tracker.data_ptr<int32_t>();
+    const float* inf = found_inf.const_data_ptr<float>();
+    queue(self, "_amp_update_scale_", [=](runtime::ThreadPool*) {
+        kernels::update_scale(scale, tracker, inf, growth_factor, backoff_factor, growth_interval);
+        return Status();
+    });
+    return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_amp_foreach_non_finite_check_and_unscale_", amp_unscale_);
+    m.impl("_amp_update_scale_", amp_update_scale_);
     m.impl("_fused_adamw_", fused_adamw_);
     m.impl("_fused_adam_", fused_adam_);
     m.impl("_foreach_add_.Scalar", add_scalar_);

@@ -147,9 +147,25 @@ at::Tensor wrapper_unfold(const at::Tensor& self, int64_t dim, int64_t size, int
     return at::native::unfold(self, dim, size, step);
 }
 
+// `param.data = other` and nn.Module.to() swap a tensor's metadata in place only between types
+// PyTorch calls shallow-copy compatible; its built-in list has CPU and CUDA but no PrivateUse1.
+// Without this, moving a module to ember makes new Parameter objects, and an optimizer built
+// before the move keeps updating the stale CPU tensors. Dense strided CPU and ember tensors are
+// as interchangeable as CPU and CUDA ones.
+bool wrapper_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+    if (self.key_set() == from.key_set()) return true;
+    auto movable = [](const at::Tensor& t) {
+        auto type = t.device().type();
+        return t.layout() == c10::kStrided &&
+               (type == c10::DeviceType::CPU || type == c10::DeviceType::PrivateUse1);
+    };
+    return movable(self) && movable(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_has_compatible_shallow_copy_type", wrapper_has_compatible_shallow_copy_type);
     m.impl("empty.memory_format", wrapper_empty_memory_format);
     m.impl("empty_strided", wrapper_empty_strided);
     m.impl("resize_", wrapper_resize_);

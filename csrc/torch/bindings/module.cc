@@ -1,6 +1,8 @@
 // torch_ember._C: the only Python binding file. Everything here is a thin call into core or the
 // glue; Python-facing behaviour (argument defaults, device parsing) lives in python/torch_ember.
+#include <ATen/ops/ones.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
@@ -95,6 +97,23 @@ py::list records_to_python(const profiler::Trace& trace) {
     return out;
 }
 
+// PyTorch's autograd engine runs a backward's ember nodes on one thread per ember device, and
+// that thread may drop its reference to the finished GraphTask after the caller has already
+// returned. The GraphTask's saved thread-local state holds Python objects (backward() stashes a
+// contextvars context there), so the drop takes the GIL; if the interpreter has begun to shut
+// down by then, the thread is torn down inside a destructor and the process aborts. A small
+// backward through every ember device, run from a fresh thread that carries no Python state,
+// cannot finish before each device thread has released everything it held before.
+void drain_autograd_threads() {
+    std::thread([] {
+        for (int i = 0; i < runtime::device_count(); ++i) {
+            c10::Device d(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(i));
+            at::Tensor x = at::ones({1}, at::TensorOptions().device(d)).requires_grad_(true);
+            torch::autograd::backward({(x * 2).sum()});
+        }
+    }).join();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -110,6 +129,10 @@ PYBIND11_MODULE(_C, m) {
     m.def("_synchronize", [](int index) {
         py::gil_scoped_release no_gil;
         EMBER_CHECK(dev(index).synchronize());
+    });
+    m.def("_drain_autograd_threads", [] {
+        py::gil_scoped_release no_gil;
+        drain_autograd_threads();
     });
     m.def("_num_threads", [](int index) { return dev(index).pool().num_threads(); });
     m.def("_device_memory_capacity", [](int index) { return dev(index).allocator().capacity(); });

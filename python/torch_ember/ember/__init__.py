@@ -1,5 +1,7 @@
-"""torch.ember: the torch.cuda-shaped API for ember devices."""
-import torch
+"""torch.ember: the torch.cuda-shaped API for ember devices (docs/device_api.md lists what
+torch.cuda has and what ember has of it)."""
+import sys
+
 
 from .device import (  # noqa: F401
     current_device,
@@ -47,7 +49,20 @@ from .streams import (  # noqa: F401
     stream,
     _sleep,
 )
+from .properties import (  # noqa: F401
+    get_amp_supported_dtype,
+    get_arch_list,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_bf16_supported,
+    is_tf32_supported,
+)
+from . import amp  # noqa: E402
 
+# The runtime starts when the extension loads. PyTorch probes this attribute before saving and
+# restoring a device's RNG state (torch.utils.checkpoint recomputation, for one); without it,
+# a checkpointed dropout would draw a different mask in the backward.
+_initialized = True
 
-def get_amp_supported_dtype():
-    return [torch.float16, torch.bfloat16]
+sys.modules.setdefault("torch.ember.amp", amp)

@@ -1,0 +1,78 @@
+"""Make training libraries treat ember like the accelerators they know.
+
+Hugging Face accelerate/Trainer and Lightning choose devices and allow mixed precision from
+hard-coded device lists. Importing torch_ember installs narrow patches for them: each runs
+when its library is first imported (or at once if it already is), changes one decision for
+ember devices only, and leaves every other device's path untouched. docs/integrations.md says
+what each patch changes and why.
+
+The one process-wide setting: unless the user set it, `ACCELERATE_TORCH_DEVICE=ember`, which is
+how both accelerate and transformers' TrainingArguments are told which device to use when no
+CUDA device exists (with CUDA present, they keep choosing it).
+"""
+import importlib
+import importlib.abc
+import os
+import sys
+import threading
+
+import torch
+
+# module name -> "torch_ember.integrations.<file>:<function>" run once after it is imported
+_PATCHES = {
+    "accelerate.accelerator": ("_accelerate", "patch_accelerator"),
+    "transformers.training_args": ("_transformers", "patch_training_args"),
+    "lightning.pytorch.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
+    "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
+}
+_done = set()
+_lock = threading.Lock()
+
+
+def _apply(name: str) -> None:
+    with _lock:
+        if name in _done:
+            return
+        _done.add(name)
+    file, fn = _PATCHES[name]
+    module = importlib.import_module(f"{__name__}.{file}")
+    getattr(module, fn)(sys.modules[name])
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner):
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        _apply(module.__name__)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Wraps the loader of the patched modules so the patch runs right after they execute."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in _PATCHES or name in _done:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+def install() -> None:
+    if not torch.cuda.is_available():
+        os.environ.setdefault("ACCELERATE_TORCH_DEVICE", "ember")
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+    for name in _PATCHES:
+        if name in sys.modules:
+            _apply(name)

@@ -1,0 +1,46 @@
+"""accelerate: fp16 mixed precision on ember.
+
+`Accelerator.__init__` refuses fp16 unless the device type is in a hard-coded tuple, and would
+build a CUDA GradScaler (which disables itself without CUDA, so the loss would go unscaled).
+bf16 needs nothing: accelerate allows it and autocasts with the state's device type, which is
+ember. For fp16 on ember the wrapper initializes with mixed precision off, then turns on what
+the refused branch would have set up: the fp16 state, native AMP (autocast on ember) and an
+ember GradScaler with the user's scaler arguments.
+"""
+import functools
+import os
+
+import torch
+
+
+def _wants_fp16_on_ember(mixed_precision, kwargs) -> bool:
+    requested = mixed_precision if mixed_precision is not None else os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    requested = str(getattr(requested, "value", requested)).lower()
+    device = os.environ.get("ACCELERATE_TORCH_DEVICE", "")
+    return requested == "fp16" and device.startswith("ember") and not kwargs.get("cpu", False)
+
+
+def patch_accelerator(module) -> None:
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import DistributedType
+
+    cls = module.Accelerator
+    original = cls.__init__
+
+    @functools.wraps(original)
+    def __init__(self, *args, mixed_precision=None, **kwargs):
+        if not _wants_fp16_on_ember(mixed_precision, kwargs):
+            return original(self, *args, mixed_precision=mixed_precision, **kwargs)
+        shared = AcceleratorState._shared_state
+        if shared.get("_mixed_precision") == "fp16":  # a second Accelerator in this process
+            shared["_mixed_precision"] = "no"
+        original(self, *args, mixed_precision="no", **kwargs)
+        if self.device.type != "ember" or self.distributed_type in (DistributedType.DEEPSPEED,
+                                                                    DistributedType.MEGATRON_LM):
+            raise ValueError(f"fp16 mixed precision on ember needs the ember device, got {self.device}")
+        self.state._mixed_precision = "fp16"
+        self.native_amp = True
+        scaler_kwargs = self.scaler_handler.to_kwargs() if self.scaler_handler is not None else {}
+        self.scaler = torch.amp.GradScaler("ember", **scaler_kwargs)
+
+    cls.__init__ = __init__

@@ -1,0 +1,107 @@
+"""Lightning: `L.Trainer(accelerator="ember", precision="bf16-mixed" | "16-mixed")`.
+
+Registers an `EmberAccelerator` under the name "ember" and corrects two choices the accelerator
+connector makes from hard-coded device names: a single-device strategy is placed on the root
+device only for cuda/gpu/mps (anything else lands on the CPU), and mixed precision autocasts
+for "cuda" unless the accelerator is cpu or mps (so ember ops would silently run in float32).
+"""
+import functools
+from typing import Any
+
+import torch
+
+
+def _parse(devices: Any) -> list:
+    count = torch.ember.device_count()
+    if devices in ("auto", -1, "-1", None):
+        return list(range(count))
+    if isinstance(devices, int):
+        return list(range(devices))
+    if isinstance(devices, str):
+        devices = devices.strip()
+        if "," in devices:
+            return [int(d) for d in devices.split(",") if d.strip()]
+        return list(range(int(devices)))
+    return [int(d) for d in devices]
+
+
+def register_accelerator(module) -> None:
+    from lightning.pytorch.accelerators import Accelerator
+
+    class EmberAccelerator(Accelerator):
+        """Lightning's accelerator for ember devices."""
+
+        def setup_device(self, device: torch.device) -> None:
+            if device.type != "ember":
+                raise ValueError(f"EmberAccelerator: expected an ember device, got {device}")
+            torch.ember.set_device(device)
+
+        def teardown(self) -> None:
+            pass
+
+        @staticmethod
+        def parse_devices(devices: Any) -> list:
+            indices = _parse(devices)
+            count = torch.ember.device_count()
+            bad = [i for i in indices if not 0 <= i < count]
+            if bad or not indices:
+                raise ValueError(f"EmberAccelerator: devices={devices!r} asks for ember devices {indices}, "
+                                 f"but there are {count} (EMBER_DEVICE_COUNT sets how many)")
+            return indices
+
+        @staticmethod
+        def get_parallel_devices(devices: Any) -> list:
+            return [torch.device("ember", i) for i in devices]
+
+        @staticmethod
+        def auto_device_count() -> int:
+            return torch.ember.device_count()
+
+        @staticmethod
+        def is_available() -> bool:
+            return torch.ember.is_available()
+
+        @staticmethod
+        def name() -> str:
+            return "ember"
+
+        def get_device_stats(self, device: Any) -> dict:
+            return dict(torch.ember.memory_stats(device))
+
+        @classmethod
+        def register_accelerators(cls, registry) -> None:
+            registry.register(cls.name(), cls, description=cls.__name__)
+
+    if "ember" not in module.AcceleratorRegistry:
+        EmberAccelerator.register_accelerators(module.AcceleratorRegistry)
+    module.EmberAccelerator = EmberAccelerator
+
+
+def _is_ember(connector) -> bool:
+    flag = connector._accelerator_flag
+    return flag == "ember" or getattr(type(flag), "__name__", "") == "EmberAccelerator"
+
+
+def patch_connector(module) -> None:
+    from lightning.pytorch.plugins.precision import MixedPrecision
+    from lightning.pytorch.strategies import SingleDeviceStrategy
+
+    cls = module._AcceleratorConnector
+    choose_strategy, init_precision = cls._choose_strategy, cls._check_and_init_precision
+
+    @functools.wraps(choose_strategy)
+    def _choose_strategy(self):
+        if _is_ember(self) and self._num_nodes_flag == 1 and len(self._parallel_devices) <= 1:
+            return SingleDeviceStrategy(device=self._parallel_devices[0])
+        return choose_strategy(self)
+
+    @functools.wraps(init_precision)
+    def _check_and_init_precision(self):
+        if _is_ember(self) and self._precision_plugin_flag is None and \
+                self._precision_flag in ("16-mixed", "bf16-mixed"):
+            scaler = torch.amp.GradScaler("ember") if self._precision_flag == "16-mixed" else None
+            return MixedPrecision(self._precision_flag, "ember", scaler)
+        return init_precision(self)
+
+    cls._choose_strategy = _choose_strategy
+    cls._check_and_init_precision = _check_and_init_precision

@@ -1,0 +1,108 @@
+"""AMP with float16 on ember: autocast plus torch.amp.GradScaler, whose two ops
+(unscale-and-check, scale update) run natively, so no gradient leaves the device."""
+import pytest
+import torch
+
+import torch_ember
+from torch_ember import fallback_report
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+
+
+def _train(device, steps=6, poison_step=None, **scaler_kwargs):
+    model = _model().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler(device, **scaler_kwargs)
+    torch.manual_seed(1)
+    xs = [torch.randn(8, 16) for _ in range(steps)]
+    scales, losses = [], []
+    for i, x in enumerate(xs):
+        x = x.to(device)
+        with torch.autocast(device, dtype=torch.float16):
+            loss = model(x).float().square().mean()
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        if i == poison_step:
+            model[0].weight.grad[0, 0] = float("inf")
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        losses.append(loss.item())
+    return model, scales, losses
+
+
+def test_gradscaler_trains_like_cpu_with_native_ops():
+    torch_ember.reset_fallback_stats()
+    model, scales, losses = _train("ember", growth_interval=2, poison_step=3)
+    report = fallback_report()
+    assert not any(op.startswith("aten::_amp") for op in report), report
+    ref, ref_scales, ref_losses = _train("cpu", growth_interval=2, poison_step=3)
+    assert scales == ref_scales  # grew every 2 clean steps, halved on the inf step
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=2e-3, atol=1e-4)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=2e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("bad", [None, float("inf"), float("-inf"), float("nan")])
+def test_unscale_and_check_matches_cpu(dtype, bad):
+    torch.manual_seed(0)
+    grads = [torch.randn(n).to(dtype) for n in (1, 1000, 70000)]
+    if bad is not None:
+        grads[2][12345] = bad
+    inv = torch.tensor([0.125])
+    found = torch.zeros(1)
+    ember = [g.to("ember") for g in grads]
+    found_e = found.to("ember")
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+    torch._amp_foreach_non_finite_check_and_unscale_(ember, found_e, inv.to("ember"))
+    torch.testing.assert_close(found_e.cpu(), found)
+    for a, b in zip(ember, grads):
+        torch.testing.assert_close(a.cpu(), b, equal_nan=True)
+
+
+def test_unscale_non_contiguous_gradient():
+    g = torch.randn(8, 6)
+    ge = g.to("ember").t()
+    found = torch.zeros(1, device="ember")
+    torch._amp_foreach_non_finite_check_and_unscale_([ge], found, torch.tensor([2.0], device="ember"))
+    torch.testing.assert_close(ge.cpu(), g.t() * 2)
+    assert found.item() == 0
+
+
+@pytest.mark.parametrize("found,tracker,interval", [(0.0, 0, 3), (0.0, 2, 3), (1.0, 2, 3), (0.0, 0, 1)])
+def test_update_scale_matches_cpu(found, tracker, interval):
+    def run(device):
+        scale = torch.tensor([1024.0], device=device)
+        t = torch.tensor([tracker], dtype=torch.int32, device=device)
+        torch._amp_update_scale_(scale, t, torch.tensor([found], device=device), 2.0, 0.5, interval)
+        return scale.cpu(), t.cpu()
+
+    (s, t), (rs, rt) = run("ember"), run("cpu")
+    torch.testing.assert_close(s, rs)
+    torch.testing.assert_close(t, rt)
+
+
+def test_amp_argument_errors():
+    g = [torch.randn(4, device="ember")]
+    with pytest.raises(RuntimeError, match="found_inf must be a float tensor"):
+        torch._amp_foreach_non_finite_check_and_unscale_(
+            g, torch.zeros(1, dtype=torch.float64, device="ember"), torch.ones(1, device="ember"))
+    with pytest.raises(RuntimeError, match="inv_scale must be a 1-element tensor"):
+        torch._amp_foreach_non_finite_check_and_unscale_(
+            g, torch.zeros(1, device="ember"), torch.ones(2, device="ember"))
+    with pytest.raises(RuntimeError, match="growth_tracker must be an int tensor"):
+        torch._amp_update_scale_(torch.ones(1, device="ember"), torch.zeros(1, device="ember"),
+                                 torch.zeros(1, device="ember"), 2.0, 0.5, 10)
+
+
+def test_torch_ember_amp_names():
+    assert torch.ember.amp.GradScaler().get_scale() == 2.0**16
+    with torch.ember.amp.autocast(dtype=torch.bfloat16):
+        y = torch.nn.functional.linear(torch.randn(2, 4, device="ember"), torch.randn(3, 4, device="ember"))
+    assert y.dtype == torch.bfloat16
+    import torch.ember.amp as amp_module  # importable the way torch.cuda.amp is
+    assert amp_module is torch.ember.amp

@@ -1,0 +1,63 @@
+"""torch.utils.checkpoint and torch.random.fork_rng restore ember's RNG, so a recomputed forward
+draws the dropout masks of the original one and gradients match the plain backward."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+def test_device_module_reports_initialized():
+    # PyTorch saves the device RNG state only when the device module says it is initialized.
+    assert torch.ember._initialized is True
+    assert torch.ember.is_initialized()
+    assert torch._utils._get_device_module("ember") is torch.ember
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(32, 64)
+        self.b = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return x + self.b(F.dropout(F.gelu(self.a(x)), 0.5, training=True))
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpointed_dropout_gradients_match_plain_backward(use_reentrant):
+    torch.manual_seed(0)
+    block = Block().to("ember")
+    x = torch.randn(4, 16, 32, device="ember", requires_grad=True)
+
+    torch.ember.manual_seed(7)
+    block(x).square().sum().backward()
+    plain = [x.grad.cpu()] + [p.grad.cpu() for p in block.parameters()]
+    x.grad = None
+    block.zero_grad()
+
+    torch.ember.manual_seed(7)
+    checkpoint(block, x, use_reentrant=use_reentrant).square().sum().backward()
+    ckpt = [x.grad.cpu()] + [p.grad.cpu() for p in block.parameters()]
+    for a, b in zip(ckpt, plain):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoint_sequential_with_dropout():
+    torch.manual_seed(0)
+    seq = torch.nn.Sequential(*[Block() for _ in range(4)]).to("ember")
+    x = torch.randn(2, 8, 32, device="ember", requires_grad=True)
+    torch.ember.manual_seed(3)
+    seq(x).sum().backward()
+    plain = x.grad.cpu()
+    x.grad = None
+    torch.ember.manual_seed(3)
+    torch.utils.checkpoint.checkpoint_sequential(seq, 2, x, use_reentrant=False).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), plain, rtol=1e-5, atol=1e-6)
+
+
+def test_fork_rng_forks_ember_by_default():
+    torch.ember.manual_seed(1)
+    with torch.random.fork_rng():
+        inside = torch.rand(8, device="ember").cpu()
+    after = torch.rand(8, device="ember").cpu()
+    torch.testing.assert_close(inside, after)
