@@ -55,3 +55,53 @@ def test_interpreter_exits_cleanly_with_work_queued():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_device_properties_describe_the_device():
+    props = torch.ember.get_device_properties(0)
+    assert props.name == torch.ember.get_device_name() == torch.ember.get_device_name("ember:0")
+    assert props.name.startswith("Ember")
+    assert props.total_memory == torch.ember.mem_get_info(0)[1] > 0
+    assert props.multi_processor_count >= 1
+    assert (props.major, props.minor) == torch.ember.get_device_capability() == torch.ember.get_device_capability(1)
+    assert props.is_integrated
+    assert isinstance(props.cpu_features, tuple)
+    assert "Ember" in repr(props)
+    with pytest.raises(ValueError, match="invalid device index 7"):
+        torch.ember.get_device_properties(7)
+
+
+def test_dtype_support_queries():
+    assert torch.ember.is_bf16_supported() and torch.ember.is_bf16_supported(including_emulation=False)
+    assert torch.ember.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+    caps = torch.accelerator.get_device_capability()
+    assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool} <= caps["supported_dtypes"]
+    for dtype in caps["supported_dtypes"]:  # every claimed dtype can be allocated and read back
+        t = torch.zeros(3, dtype=dtype).to("ember")
+        assert t.cpu().dtype == dtype
+
+
+def test_memory_queries_and_host_cache():
+    free, total = torch.ember.mem_get_info()
+    x = torch.empty(1 << 20, device="ember")
+    assert torch.ember.mem_get_info()[0] <= free
+    assert torch.ember.device_memory_used() == torch.ember.memory_reserved() > 0
+    assert torch.ember.memory_cached() == torch.ember.memory_reserved()
+    p = torch.ones(1000).pin_memory()
+    y = p.to("ember", non_blocking=True)
+    assert torch.ember.host_memory_stats()["allocated_bytes"] >= 4000
+    del p
+    torch.ember.synchronize()
+    torch.accelerator.empty_host_cache()
+    assert torch.ember.host_memory_stats()["cached_bytes"] == 0
+    assert y.sum().item() == 1000
+    del x
+
+
+def test_default_generators_and_peer_access():
+    assert len(torch.ember.default_generators) == torch.ember.device_count()
+    torch.ember.default_generators[1].manual_seed(5)
+    assert torch.ember.default_generators[1].initial_seed() == 5
+    with pytest.raises(IndexError):
+        torch.ember.default_generators[99]
+    assert torch.ember.can_device_access_peer(0, 1)

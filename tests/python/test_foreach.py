@@ -116,17 +116,3 @@ def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
     assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
     for pe, pc in zip(em, cpu):
         torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
-
-
-def test_fused_adam_with_grad_scaling_takes_the_cpu_kernel():
-    p = torch.nn.Parameter(torch.randn(8, device="ember"))
-    p.grad = torch.randn(8, device="ember")
-    opt = torch.optim.AdamW([p], fused=True)
-    state = {"step": torch.zeros((), device="ember"), "exp_avg": torch.zeros(8, device="ember"),
-             "exp_avg_sq": torch.zeros(8, device="ember")}
-    torch_ember.reset_fallback_stats()
-    torch._fused_adamw_([p], [p.grad], [state["exp_avg"]], [state["exp_avg_sq"]], [], [state["step"] + 1],
-                        lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
-                        maximize=False, grad_scale=torch.ones((), device="ember"))
-    assert [r.op for r in torch_ember.fallback_report()] == ["aten::_fused_adamw_"]
-    _ = opt

@@ -508,3 +508,14 @@ def test_pinned_block_is_not_reused_while_a_copy_from_it_is_queued():
     torch.ember.synchronize()
     torch.testing.assert_close(dst.cpu(), torch.full((1000,), 3.0))
     del other
+
+
+def test_dataloader_pins_batches_for_ember():
+    # DataLoader(pin_memory=True) pins through the current accelerator, which is ember.
+    ds = torch.utils.data.TensorDataset(torch.arange(32.0).reshape(8, 4))
+    dl = torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True, num_workers=1)
+    total = 0.0
+    for (batch,) in dl:
+        assert batch.is_pinned()
+        total += batch.to("ember", non_blocking=True).sum().item()
+    assert total == sum(range(32))

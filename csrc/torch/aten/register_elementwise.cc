@@ -363,7 +363,7 @@ at::Tensor& relu__fn(at::Tensor& self) {
     return self;
 }
 
-// ---- isposinf / isneginf and clamp, composed from the kernels above ------------------------
+// ---- isposinf / isneginf / isnan and clamp, composed from the kernels above ------------------------
 
 #define EMBER_IS_INF(name, value)                                                         \
     at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                      \
@@ -379,6 +379,14 @@ at::Tensor& relu__fn(at::Tensor& self) {
 EMBER_IS_INF(isposinf, std::numeric_limits<double>::infinity())
 EMBER_IS_INF(isneginf, -std::numeric_limits<double>::infinity())
 #undef EMBER_IS_INF
+
+// isnan(x) = x != x, which is true exactly for NaN (complex included: either part NaN); integers
+// and bools are never NaN.
+at::Tensor isnan_fn(const at::Tensor& self) {
+    if (!at::isFloatingType(self.scalar_type()) && !at::isComplexType(self.scalar_type()))
+        return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+    return ne_tensor(self, self);
+}
 
 // clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN in x or a bound propagates, and lo > hi
 // gives hi, both as in PyTorch.
@@ -423,6 +431,7 @@ at::Tensor& clamp__fn(at::Tensor& self, const std::optional<c10::Scalar>& min,
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("isnan", isnan_fn);
     m.impl("isposinf", isposinf_fn);
     m.impl("isposinf.out", isposinf_out);
     m.impl("isneginf", isneginf_fn);

@@ -245,12 +245,18 @@ void addcdiv_scalarlist_(at::TensorList self, at::TensorList t1, at::TensorList 
 
 // ---- fused Adam / AdamW (fused=True) ------------------------------------------------------------
 
-// Float32 contiguous state on one ember device, the step counts as device scalars, and no AMP
-// grad scaling: anything else takes PyTorch's CPU kernel through the fallback.
+// Float32 contiguous state on one ember device, the step counts and any AMP scalars (grad_scale,
+// found_inf) as float device scalars: anything else takes PyTorch's CPU kernel through the
+// fallback.
 bool native_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                  at::TensorList max_exp_avg_sqs, at::TensorList steps, bool amsgrad,
                  const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
-    if ((grad_scale && grad_scale->defined()) || (found_inf && found_inf->defined()) || params.empty()) return false;
+    if (params.empty()) return false;
+    for (const auto* amp : {&grad_scale, &found_inf}) {
+        if (!*amp || !(*amp)->defined()) continue;
+        const at::Tensor& t = **amp;
+        if (t.device() != params[0].device() || t.scalar_type() != at::kFloat || t.numel() != 1) return false;
+    }
     const size_t n = params.size();
     if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n ||
         (amsgrad && max_exp_avg_sqs.size() != n)) {
@@ -270,6 +276,10 @@ bool native_adam(at::TensorList params, at::TensorList grads, at::TensorList exp
         if (!s.defined() || s.device() != device || s.scalar_type() != at::kFloat || s.numel() != 1) return false;
     }
     return true;
+}
+
+const float* amp_scalar(const std::optional<at::Tensor>& t) {
+    return t && t->defined() ? t->const_data_ptr<float>() : nullptr;
 }
 
 void queue_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
@@ -320,8 +330,10 @@ kernels::AdamArgs adam_args(double lr, double beta1, double beta2, double weight
             return cpu<ATEN_OP(op)>(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2, \
                                     weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);                 \
         }                                                                                                         \
-        queue_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,                                   \
-                   adam_args(lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled), #op);            \
+        kernels::AdamArgs args = adam_args(lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled);     \
+        args.grad_scale = amp_scalar(grad_scale);                                                                 \
+        args.found_inf = amp_scalar(found_inf);                                                                   \
+        queue_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, args, #op);                        \
     }
 EMBER_FUSED_ADAM(fused_adamw_, _fused_adamw_, true)
 EMBER_FUSED_ADAM(fused_adam_, _fused_adam_, false)

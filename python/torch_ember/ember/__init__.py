@@ -2,8 +2,11 @@
 torch.cuda has and what ember has of it)."""
 import sys
 
+import torch
+
 
 from .device import (  # noqa: F401
+    can_device_access_peer,
     current_device,
     device,
     device_count,
@@ -17,6 +20,12 @@ from .device import (  # noqa: F401
     _lazy_init,
 )
 from .memory import (  # noqa: F401
+    device_memory_used,
+    host_memory_stats,
+    max_memory_cached,
+    memory_cached,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
@@ -29,6 +38,7 @@ from .memory import (  # noqa: F401
     reset_peak_memory_stats,
 )
 from .random import (  # noqa: F401
+    default_generators,
     get_rng_state,
     get_rng_state_all,
     initial_seed,
@@ -64,5 +74,6 @@ from . import amp  # noqa: E402
 # restoring a device's RNG state (torch.utils.checkpoint recomputation, for one); without it,
 # a checkpointed dropout would draw a different mask in the backward.
 _initialized = True
+OutOfMemoryError = torch.OutOfMemoryError
 
 sys.modules.setdefault("torch.ember.amp", amp)

@@ -84,3 +84,9 @@ class device_of(device):
 
     def __init__(self, obj: torch.Tensor):
         super().__init__(obj.device if obj.device.type == "ember" else None)
+
+
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Every ember device's memory is host memory, so each can read every other's."""
+    count = _C._device_count()
+    return 0 <= _device_index(device) < count and 0 <= _device_index(peer_device) < count

@@ -50,3 +50,31 @@ def mem_get_info(device: Any = None) -> tuple:
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     return _C._memory_summary(_device_index(device))
+
+
+def device_memory_used(device: Any = None) -> int:
+    """Bytes the device holds from its capacity (what nvidia-smi would show): the reserved bytes."""
+    return memory_reserved(device)
+
+
+def host_memory_stats() -> "OrderedDict[str, Any]":
+    """Pinned host memory: bytes in use and bytes cached for reuse."""
+    s = _C._host_memory_stats()
+    return OrderedDict(allocated_bytes=s["allocated_bytes"], cached_bytes=s["cached_bytes"])
+
+
+# torch.cuda's deprecated spellings, kept because older code still calls them.
+def memory_cached(device: Any = None) -> int:
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: Any = None) -> int:
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    reset_peak_memory_stats(device)

@@ -50,3 +50,21 @@ def get_rng_state_all() -> list:
 def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+class _DefaultGenerators:
+    """torch.ember.default_generators[i]: device i's default generator, as in torch.cuda."""
+
+    def __getitem__(self, i: int) -> torch.Generator:
+        if not -device_count() <= i < device_count():
+            raise IndexError(f"ember has {device_count()} devices, no generator {i}")
+        return _generator(i % device_count())
+
+    def __len__(self) -> int:
+        return device_count()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+default_generators = _DefaultGenerators()

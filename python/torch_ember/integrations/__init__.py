@@ -20,6 +20,7 @@ import torch
 
 # module name -> "torch_ember.integrations.<file>:<function>" run once after it is imported
 _PATCHES = {
+    "accelerate.state": ("_accelerate", "patch_state"),
     "accelerate.accelerator": ("_accelerate", "patch_accelerator"),
     "transformers.training_args": ("_transformers", "patch_training_args"),
     "lightning.pytorch.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
@@ -68,9 +69,21 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+# The value install() gives ACCELERATE_TORCH_DEVICE when the user has not set it.
+DEFAULT_DEVICE = "ember"
+_set_by_us = False
+
+
+def device_is_our_default() -> bool:
+    """Whether ACCELERATE_TORCH_DEVICE holds the default install() set (not the user's choice)."""
+    return _set_by_us and os.environ.get("ACCELERATE_TORCH_DEVICE") == DEFAULT_DEVICE
+
+
 def install() -> None:
-    if not torch.cuda.is_available():
-        os.environ.setdefault("ACCELERATE_TORCH_DEVICE", "ember")
+    global _set_by_us
+    if not torch.cuda.is_available() and "ACCELERATE_TORCH_DEVICE" not in os.environ:
+        os.environ["ACCELERATE_TORCH_DEVICE"] = DEFAULT_DEVICE
+        _set_by_us = True
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
     for name in _PATCHES:

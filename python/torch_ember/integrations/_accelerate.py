@@ -1,4 +1,8 @@
-"""accelerate: fp16 mixed precision on ember.
+"""accelerate: `cpu=True` wins over the default device, and fp16 mixed precision on ember.
+
+accelerate reads ACCELERATE_TORCH_DEVICE (which torch_ember sets to ember unless the user did)
+before it looks at `cpu=True`; while the value is ours, `PartialState(cpu=True)` is initialized
+without it, so the CPU is chosen as the user asked.
 
 `Accelerator.__init__` refuses fp16 unless the device type is in a hard-coded tuple, and would
 build a CUDA GradScaler (which disables itself without CUDA, so the loss would go unscaled).
@@ -11,6 +15,25 @@ import functools
 import os
 
 import torch
+
+from . import device_is_our_default
+
+
+def patch_state(module) -> None:
+    cls = module.PartialState
+    original = cls.__init__
+
+    @functools.wraps(original)
+    def __init__(self, cpu: bool = False, **kwargs):
+        if not (cpu and device_is_our_default()):
+            return original(self, cpu, **kwargs)
+        value = os.environ.pop("ACCELERATE_TORCH_DEVICE")
+        try:
+            original(self, cpu, **kwargs)
+        finally:
+            os.environ["ACCELERATE_TORCH_DEVICE"] = value
+
+    cls.__init__ = __init__
 
 
 def _wants_fp16_on_ember(mixed_precision, kwargs) -> bool:

@@ -38,6 +38,10 @@ EMBER_SIMD_CLONES void adam_range(float* __restrict__ p, const float* __restrict
     }
 }
 
+EMBER_SIMD_CLONES void unscale_range(float* __restrict__ g, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; ++i) g[i] = g[i] / scale;
+}
+
 bool plain_f32(const TensorView& v, int64_t n) {
     return v.data != nullptr && v.dtype == DType::kFloat32 && v.is_contiguous() && v.numel() == n;
 }
@@ -53,6 +57,7 @@ Status adam_step(const TensorView& param, const TensorView& grad, const TensorVi
         return invalid_argument("adam_step: expects contiguous float32 tensors of one size");
     }
     if (args.step == nullptr) return invalid_argument("adam_step: no step count");
+    if (args.found_inf != nullptr && *args.found_inf == 1.f) return Status();
     const double step = *args.step;
     const double lr = args.lr_ptr ? static_cast<double>(*args.lr_ptr) : args.lr;
     const double bc1 = 1.0 - std::pow(args.beta1, step);
@@ -68,7 +73,9 @@ Status adam_step(const TensorView& param, const TensorView& grad, const TensorVi
     auto* m = static_cast<float*>(exp_avg.data);
     auto* v = static_cast<float*>(exp_avg_sq.data);
     auto* vmax = args.amsgrad ? static_cast<float*>(max_exp_avg_sq.data) : nullptr;
+    const float* grad_scale = args.grad_scale;
     auto body = [&](int64_t b, int64_t e) {
+        if (grad_scale) unscale_range(const_cast<float*>(g) + b, e - b, *grad_scale);
         if (vmax) adam_range<true>(p + b, g + b, m + b, v + b, vmax + b, e - b, c);
         else adam_range<false>(p + b, g + b, m + b, v + b, nullptr, e - b, c);
     };

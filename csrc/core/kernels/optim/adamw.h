@@ -22,6 +22,10 @@ struct AdamArgs {
     bool decoupled = true;  // AdamW: decay the parameter; Adam: add decay * param to the gradient
     const float* lr_ptr = nullptr;  // a device scalar holding lr (tensor_lr form), read at run time
     const float* step = nullptr;    // the step count (a device scalar), read at run time
+    // AMP (GradScaler): the gradient is divided by *grad_scale, and written back unscaled, before
+    // the update; a step with *found_inf == 1 changes nothing. Either may be null.
+    const float* grad_scale = nullptr;
+    const float* found_inf = nullptr;
 };
 
 // param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad; else data may be null):

@@ -1,0 +1,91 @@
+"""Lightning trains on ember with `L.Trainer(accelerator="ember", ...)` after `import torch_ember`:
+the accelerator is registered, mixed precision autocasts on ember, checkpoints resume."""
+import pytest
+import torch
+
+L = pytest.importorskip("lightning", reason="lightning is a dev requirement")
+
+import torch_ember  # noqa: E402,F401
+
+
+class TinyLM(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 4))
+        self.seen = []
+
+    def training_step(self, batch, _):
+        x, y = batch
+        out = self.net(x)
+        self.seen.append((x.device.type, out.dtype, torch.is_autocast_enabled("ember")))
+        state = self.trainer.optimizers[0].state.values()
+        self.state_devices = {s["exp_avg"].device.type for s in state}
+        loss = torch.nn.functional.cross_entropy(out.float(), y)
+        self.log("loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=1e-2)
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    ds = torch.utils.data.TensorDataset(torch.randn(64, 16, generator=g), torch.randint(0, 4, (64,), generator=g))
+    return torch.utils.data.DataLoader(ds, batch_size=16)  # 4 steps per epoch
+
+
+def _trainer(tmp_path, **kw):
+    base = dict(accelerator="ember", devices=1, max_steps=4, logger=False, enable_progress_bar=False,
+                enable_model_summary=False, default_root_dir=str(tmp_path), enable_checkpointing=False)
+    base.update(kw)
+    return L.Trainer(**base)
+
+
+def test_ember_is_a_registered_accelerator():
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+    assert "ember" in AcceleratorRegistry
+    with pytest.raises(ValueError, match="asks for ember devices"):
+        AcceleratorRegistry.get("ember").parse_devices(99)
+
+
+@pytest.mark.parametrize("precision,dtype", [("32-true", torch.float32), ("bf16-mixed", torch.bfloat16),
+                                             ("16-mixed", torch.float16)])
+def test_fit_on_ember(tmp_path, precision, dtype):
+    model = TinyLM()
+    trainer = _trainer(tmp_path, precision=precision)
+    trainer.fit(model, _data())
+    assert trainer.global_step == 4
+    assert trainer.strategy.root_device.type == "ember"
+    assert {s[0] for s in model.seen} == {"ember"}
+    assert {s[1] for s in model.seen} == {dtype}
+    assert all(s[2] == (precision != "32-true") for s in model.seen)
+
+
+def test_fit_matches_cpu_in_float32(tmp_path):
+    ember, cpu = TinyLM(), TinyLM()
+    _trainer(tmp_path / "e").fit(ember, _data())
+    _trainer(tmp_path / "c", accelerator="cpu").fit(cpu, _data())
+    for p, q in zip(ember.parameters(), cpu.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5)
+
+
+def _fit_save_resume(tmp_path, accelerator):
+    first = TinyLM()
+    t1 = _trainer(tmp_path / "run", max_steps=4, accelerator=accelerator)  # one whole epoch
+    t1.fit(first, _data())
+    ckpt = tmp_path / "run" / "epoch1.ckpt"
+    t1.save_checkpoint(ckpt)
+    resumed = TinyLM()
+    t2 = _trainer(tmp_path / "run", max_steps=8, accelerator=accelerator)
+    t2.fit(resumed, _data(), ckpt_path=str(ckpt))
+    assert t2.global_step == 8
+    return resumed
+
+
+def test_checkpoint_and_resume_matches_cpu(tmp_path):
+    resumed = _fit_save_resume(tmp_path / "ember", "ember")
+    assert resumed.state_devices == {"ember"}  # restored optimizer state moved to the device
+    ref = _fit_save_resume(tmp_path / "cpu", "cpu")
+    for p, q in zip(resumed.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5)
