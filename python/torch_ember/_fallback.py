@@ -42,15 +42,15 @@ class FallbackReport(list):
         return {r.op: {"calls": r.calls, "bytes_to_host": r.bytes_to_host,
                        "bytes_to_device": r.bytes_to_device, "seconds": r.seconds} for r in self}
 
-    # Ops that compiled graphs left to eager kernels (torch.compile options={"fallback": "eager"}),
-    # by op, counted once per compiled graph that contains them.
+    # Ops without an ember kernel that compiled graphs run through the CPU fallback
+    # (torch.compile options={"fallback": "eager"}), by op, counted once per compiled graph.
     compiled_eager_ops: dict = {}
 
     def __str__(self) -> str:
         text = self._cpu_text()
         if self.compiled_eager_ops:
             ops = ", ".join(f"{op} ({n})" for op, n in sorted(self.compiled_eager_ops.items()))
-            text += f"\nops compiled graphs run with eager kernels (per graph): {ops}"
+            text += f"\nops compiled graphs run through the CPU fallback (per graph): {ops}"
         return text
 
     def _cpu_text(self) -> str:

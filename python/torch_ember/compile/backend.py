@@ -2,9 +2,10 @@
 backward split, or one inference graph) -> Ember IR -> compiled executables.
 
 Options (torch.compile(..., options={...}) arrives here as keyword arguments):
-  fallback: None (default) fails the compile on an untranslatable op with a CompileError that
-            names each op and its source line; "eager" runs those ops with eager kernels and
-            compiles the rest.
+  fallback: None (default) fails the compile on an op that has no ember kernel at all (eager
+            mode would run it on the CPU) with a CompileError that names each op and its source
+            line; "eager" runs those through the CPU fallback too. Ops that have an eager ember
+            kernel but no lowering always compile: they run as library steps.
 Shapes are static. A graph that Dynamo hands over with symbolic sizes (its automatic dynamic
 shapes after a recompile, or dynamic=True) is specialized: each new combination of input sizes
 seen at run time is traced and compiled once, for those sizes, on its first call."""
@@ -15,7 +16,7 @@ import time
 import torch
 
 from . import stats as _stats
-from .compiler import compile_strict, compile_with_fallback
+from .compiler import compile_graph
 from .decompositions import decomposition_table
 from .errors import CompileError
 from .fx_to_ir import check_static
@@ -81,10 +82,7 @@ def _compile_static(gm, example_inputs, options):
             t0 = time.perf_counter()
             rec.capture_ms = (t0 - mark[0]) * 1e3
             check_static(fx_gm)
-            if options.get("fallback") == "eager":
-                fn = compile_with_fallback(fx_gm, rec.name, rec)
-            else:
-                fn = compile_strict(fx_gm, rec.name, rec)
+            fn = compile_graph(fx_gm, rec.name, rec, options.get("fallback"))
             mark[0] = time.perf_counter()
             rec.total_ms = rec.capture_ms + (mark[0] - t0) * 1e3
             _stats.record(rec)

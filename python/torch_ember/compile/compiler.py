@@ -1,6 +1,12 @@
 """Compile one ATen FX graph (a forward, backward or inference graph from AOTAutograd) into a
-callable: the whole graph through Ember (strict), or, with fallback="eager", its maximal
-translatable partitions through Ember and the rest as eager ember kernels."""
+callable.
+
+A graph Ember can lower whole becomes one executable. Otherwise the graph is split into its
+maximal lowerable pieces, and each node in between runs as a library step: the op's eager
+ember kernel, queued on the same stream in order. That is always allowed for an op that has an
+eager kernel (op_table.compile_route == "library"), so whatever runs natively in eager also
+compiles. An op with no eager kernel (it would run on the CPU) fails the compile naming the op
+and its line, unless fallback="eager" asks to run it through the CPU fallback too."""
 import logging
 import time
 import warnings
@@ -26,16 +32,20 @@ def _device_of(gm) -> torch.device:
     return torch.device("ember", torch.ember.current_device())
 
 
-def _build(gm, name, strides, rec: CompileRecord | None, strict_hint: str):
+def _translate(gm, strides, rec: CompileRecord | None):
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     t0 = time.perf_counter()
     with unset_fake_temporarily():  # constants built while lowering must be real tensors
         tr = translate(gm, strides)
-    fx_ms = (time.perf_counter() - t0) * 1e3
     if rec is not None:
-        rec.fx_to_ir_ms += fx_ms
+        rec.fx_to_ir_ms += (time.perf_counter() - t0) * 1e3
         rec.fx_nodes += tr.fx_nodes
+    return tr
+
+
+def _build(gm, name, strides, rec: CompileRecord | None, strict_hint: str, tr=None):
+    tr = tr or _translate(gm, strides, rec)
     if tr.num_exe_outputs == 0 and not tr.untranslatable:
         return tr, None  # nothing to compute: only inputs and views of them
     cache = settings.cache_dir()
@@ -55,28 +65,43 @@ _HINT = ('Run them eagerly instead with torch.compile(..., backend="ember", '
          'options={"fallback": "eager"}).')
 
 
-def compile_strict(gm: torch.fx.GraphModule, name: str, rec: CompileRecord) -> CompiledGraph:
-    tr, exe = _build(gm, name, None, rec, _HINT)
+def _whole(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, tr=None) -> CompiledGraph:
+    tr, exe = _build(gm, name, None, rec, _HINT, tr)
     return CompiledGraph(tr, exe, _device_of(gm),
                          lambda strides: _build(gm, name, strides, None, _HINT))
 
 
-def compile_with_fallback(gm: torch.fx.GraphModule, name: str, rec: CompileRecord):
+def _refusal(refused) -> CompileError:
+    listing = "; ".join(f"op '{op}' at {src or '<unknown>'}" for op, src in refused)
+    return CompileError(f"ember compiler cannot translate {len(refused)} op(s): {listing}. These ops have no "
+                        f"ember kernel (in eager mode they run on the CPU). {_HINT}")
+
+
+def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None):
+    """The graph as one executable, or as lowered pieces with library steps between them."""
     from .partition import partition
 
-    split, pieces, eager_nodes = partition(gm)
-    rec.eager_ops = eager_nodes
-    if eager_nodes:
-        log.info("ember %s: %d op(s) run eagerly: %s", name, len(eager_nodes),
-                 ", ".join(f"{op} at {src or '?'}" for op, src in eager_nodes))
+    tr = _translate(gm, None, rec)
+    if not tr.untranslatable:
+        return _whole(gm, name, rec, tr)
+    split, pieces, steps = partition(gm)
+    library = [(op, src) for op, src, route in steps if route == "library"]
+    eager = [(op, src) for op, src, route in steps if route != "library"]
+    if eager and fallback != "eager":
+        raise _refusal(eager)
+    rec.library_ops, rec.eager_ops = library, eager
+    if steps:
+        log.info("ember %s: %d library step(s) and %d op(s) through the CPU fallback: %s", name, len(library),
+                 len(eager), ", ".join(f"{op} at {src or '?'}" for op, src, _ in steps))
+    if eager:
         from . import fallback_count
-        fallback_count.note(eager_nodes)
+        fallback_count.note(eager)
     if split is None:  # everything translated: no Python between pieces
-        return compile_strict(gm, name, rec)
+        return _whole(gm, name, rec, tr)
     for i, sub_name in enumerate(pieces):
         sub = getattr(split, sub_name)
         piece_name = f"{name}_p{i}"
-        fn = compile_strict(sub, piece_name, rec)
+        fn = _whole(sub, piece_name, rec)
         delattr(split, sub_name)
         setattr(split, sub_name, fn)
     return split

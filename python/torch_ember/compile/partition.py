@@ -1,5 +1,6 @@
-"""fallback="eager": split a graph into maximal partitions that Ember can translate; whatever
-is left runs as eager ATen calls on ember tensors (ember kernels, or their CPU fallback).
+"""Split a graph into maximal partitions that Ember can translate; whatever is left runs as
+eager ATen calls on ember tensors: library steps (ember's eager kernels), or, under
+fallback="eager", the CPU fallback.
 
 Support is decided by lowering each node alone into a scratch IR graph, with the same code the
 real translation uses, so the partitioner and the translator cannot disagree."""
@@ -13,6 +14,7 @@ from .builder import Builder, Val
 from .errors import Unsupported
 from .folding import foldable_nodes
 from .fx_to_ir import VIEW_OPS, _meta_tensors, lower_node, op_name
+from .op_table import compile_route
 from .source import node_source
 
 aten = torch.ops.aten
@@ -60,15 +62,26 @@ class _EmberSupport(OperatorSupportBase):
         return self.known[node] if node in self.known else translatable(node)
 
 
+def _route(node) -> str:
+    route = compile_route(node.target)
+    # An op that has a lowering but not for this call (a dtype, an attribute) still has its eager
+    # kernel; a CPU tensor among its arguments makes it run where that tensor is, as in eager.
+    if route in ("fused", "decompose"):
+        from .op_table import runs_eagerly_on_ember
+        route = "library" if runs_eagerly_on_ember(node.target) else "none"
+    return route
+
+
 def partition(gm: torch.fx.GraphModule):
     """Returns (split graph module or None when everything translates, names of the Ember
-    submodules, [(op, source)] of the nodes left to eager)."""
+    submodules, [(op, source, route)] of the nodes left to eager, route being op_table's
+    compile route of the op: "library" for an op with an eager ember kernel)."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():
         folded = foldable_nodes(gm)
         known = {n: n in folded or translatable(n) for n in gm.graph.nodes if n.op == "call_function"}
-    eager = [(op_name(n.target), node_source(n)) for n, ok in known.items()
+    eager = [(op_name(n.target), node_source(n), _route(n)) for n, ok in known.items()
              if not ok and n.target is not operator.getitem and n.target not in VIEW_OPS]
     if all(known.values()):
         return None, [], []

@@ -36,13 +36,15 @@ class CompileRecord:
     partitions: int = 0  # Ember-compiled pieces of this graph
     cache_hit: bool = False  # every partition hit the persistent cache
     cache_key: str = ""
-    eager_ops: list = field(default_factory=list)  # nodes left to eager kernels (fallback)
+    library_ops: list = field(default_factory=list)  # (op, line) run by their eager ember kernel
+    eager_ops: list = field(default_factory=list)  # (op, line) run through the CPU fallback
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def line(self) -> str:
-        eager = f" eager_ops={len(self.eager_ops)}" if self.eager_ops else ""
+        eager = f" library_steps={len(self.library_ops)}" if self.library_ops else ""
+        eager += f" eager_ops={len(self.eager_ops)}" if self.eager_ops else ""
         return (f"ember compile {self.name} [{self.kind}] {self.total_ms:.1f} ms "
                 f"(capture {self.capture_ms:.1f}, fx->ir {self.fx_to_ir_ms:.1f}, "
                 f"compile {self.compile_ms:.1f}: codegen {self.codegen_ms:.1f}, jit {self.jit_ms:.1f}, "

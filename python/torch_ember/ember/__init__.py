@@ -39,6 +39,7 @@ from .memory import (  # noqa: F401
 )
 from .random import (  # noqa: F401
     default_generators,
+    _get_generator,
     get_rng_state,
     get_rng_state_all,
     initial_seed,

@@ -68,3 +68,8 @@ class _DefaultGenerators:
 
 
 default_generators = _DefaultGenerators()
+
+
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of `device` (AOTAutograd's RNG handling asks device modules for it)."""
+    return _generator(device)
