@@ -58,7 +58,9 @@ std::string frame_walk() {
         PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
         const char* file = PyUnicode_AsUTF8(code->co_filename);
         std::string_view f = file ? file : "";
-        bool library = f.empty() || f[0] == '<' || f.find("/torch/") != std::string_view::npos ||
+        // "<frozen ...>" is the interpreter's own code; "<string>", "<stdin>" and notebook
+        // cells are the user's.
+        bool library = f.empty() || f.starts_with("<frozen") || f.find("/torch/") != std::string_view::npos ||
                        f.find("/torch_ember/") != std::string_view::npos;
         if (!library) out = std::string(f) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
         Py_DECREF(code);

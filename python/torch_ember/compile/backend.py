@@ -23,6 +23,10 @@ from .fx_to_ir import check_static
 from .runner import boxed
 
 _OPTIONS = {"fallback": (None, "eager")}
+# torch.compile(mode=...): every mode compiles the same way today. Compiled graphs already run
+# as one queued task per piece with no per-kernel host work, which is what reduce-overhead asks
+# for; max-autotune has no search space of its own yet (the GEMM provider picks its kernels).
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _ids = itertools.count()
 _ids_lock = threading.Lock()
 
@@ -45,31 +49,71 @@ def _is_symbolic(example_inputs) -> bool:
     return False
 
 
+def _is_lifted_scalar(a) -> bool:
+    # With dynamic shapes Dynamo passes Python floats (a LayerNorm's eps, a scale) as 0-d CPU
+    # tensors that the graph reads back with .item(); AOTAutograd cannot trace that read.
+    return isinstance(a, torch.Tensor) and a.dim() == 0 and a.device.type == "cpu"
+
+
+def _bind_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
+    """A copy of `gm` in which each .item() of a lifted-scalar input is replaced by the value
+    (the placeholder stays, so the call signature is unchanged; the value is in the cache key)."""
+    import copy
+
+    g = copy.deepcopy(gm)
+    placeholders = [n for n in g.graph.nodes if n.op == "placeholder"]
+    for ph, a in zip(placeholders, args):
+        if not _is_lifted_scalar(a):
+            continue
+        for user in list(ph.users):
+            if user.op == "call_method" and user.target == "item":
+                user.replace_all_uses_with(a.item())
+                g.graph.erase_node(user)
+    g.recompile()
+    return g
+
+
 def _specializing(gm, options):
     """A callable compiling `gm` once per concrete input signature, at its first call."""
     compiled = {}
 
     def run(*args):
-        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
+        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device,
+                     a.item() if _is_lifted_scalar(a) else None) if isinstance(a, torch.Tensor) else a
                     for a in args)
         fn = compiled.get(key)
         if fn is None:
-            fn = compiled[key] = _compile_static(gm, list(args), options)
+            reason = _recompile_reason(compiled, key)
+            fn = compiled[key] = _compile_static(_bind_scalars(gm, args), list(args), options, reason)
         return fn(*args)
 
     return run
 
 
+def _recompile_reason(compiled: dict, key: tuple) -> str:
+    if not compiled:
+        return ""
+    prev = next(reversed(compiled))
+    for i, (a, b) in enumerate(zip(prev, key)):
+        if a != b:
+            what = f"sizes {a[0]} -> {b[0]}" if isinstance(a, tuple) and a[0] != b[0] else f"{a} -> {b}"
+            return f"input {i}: {what}"
+    return "new input signature"
+
+
 def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """torch.compile backend entry point (registered as "ember")."""
     # torch.compile(options=...) reaches a non-Inductor backend as one `options` keyword.
+    mode = options.pop("mode", None)
+    if mode is not None and mode not in MODES:
+        raise CompileError(f"unknown torch.compile mode {mode!r} for backend='ember'; known: {list(MODES)}")
     options = _check_options({**(options.pop("options", None) or {}), **options})
     if _is_symbolic(example_inputs):
         return _specializing(gm, options)
     return _compile_static(gm, example_inputs, options)
 
 
-def _compile_static(gm, example_inputs, options):
+def _compile_static(gm, example_inputs, options, recompile_reason=""):
     from torch._dynamo.backends.common import aot_autograd
 
     with _ids_lock:
@@ -78,7 +122,7 @@ def _compile_static(gm, example_inputs, options):
 
     def compiler(kind):
         def compile_fx(fx_gm: torch.fx.GraphModule, inputs):
-            rec = _stats.CompileRecord(name=f"graph{gid}_{kind}", kind=kind)
+            rec = _stats.CompileRecord(name=f"graph{gid}_{kind}", kind=kind, recompile_reason=recompile_reason)
             t0 = time.perf_counter()
             rec.capture_ms = (t0 - mark[0]) * 1e3
             check_static(fx_gm)

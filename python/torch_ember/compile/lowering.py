@@ -421,3 +421,6 @@ def _softmax(b, node, x, dim, half_to_float):
 
 
 from . import lowering_nn  # noqa: E402,F401  (fills LOWERINGS with the composite nn ops)
+from . import lowering_foreach  # noqa: E402
+
+lowering_foreach.register(LOWERINGS)

@@ -26,6 +26,27 @@ def _register() -> None:
     if "ember" not in _COMPILER_FNS:
         register_backend(ember_backend, name="ember")
     register_interface_for_device("ember", EmberInterface)
+    _keep_string_frames()
+
+
+def _keep_string_frames() -> None:
+    """Dynamo drops frames whose file is "<string>" from the stack trace it records per node (it
+    lists "<string>" among the files of no interest), so code run by `python -c` or exec() would
+    reach compile errors and the profiler as "<unknown>". Those frames are the user's code: the
+    graph builder's copy of that list, and only it, leaves them in."""
+    try:
+        from torch._dynamo import output_graph
+    except ImportError:
+        return
+    files = getattr(output_graph, "uninteresting_files", None)
+    if files is None or getattr(files, "_ember_keeps_string", False):
+        return
+
+    def uninteresting_files():
+        return files() - {"<string>"}
+
+    uninteresting_files._ember_keeps_string = True
+    output_graph.uninteresting_files = uninteresting_files
 
 
 class _AfterDynamoImport(importlib.abc.MetaPathFinder):
