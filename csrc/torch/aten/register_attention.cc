@@ -34,11 +34,14 @@ bool attention_dtype(const at::Tensor& t) {
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
+    // Symbolic sizes (a graph traced with dynamic shapes) are compared as relations, never read
+    // as numbers: reading one would specialize the graph to this call's sizes.
+    auto sz = [](const at::Tensor& t, int64_t d) { return t.sym_size(d); };
     bool ok = dropout_p == 0.0 && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && attention_dtype(q) &&
               k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-              q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1) &&
-              k.size(2) == v.size(2) && q.size(3) == k.size(3) && k.size(1) > 0 &&
-              (q.size(1) == k.size(1) || (enable_gqa && q.size(1) % k.size(1) == 0)) &&
+              sz(q, 0) == sz(k, 0) && sz(k, 0) == sz(v, 0) && sz(k, 1) == sz(v, 1) &&
+              sz(k, 2) == sz(v, 2) && sz(q, 3) == sz(k, 3) && sz(k, 1) > 0 &&
+              (sz(q, 1) == sz(k, 1) || (enable_gqa && sz(q, 1) % sz(k, 1) == 0)) &&
               on_device(q.device(), k) && on_device(q.device(), v) && on_device(q.device(), mask);
     if (ok && mask && mask->defined()) {
         const at::Tensor& m = *mask;
