@@ -11,6 +11,8 @@ COMMANDS = {
               "inspect or clear the compiled-graph cache (info | clear)"),
     "conformance": ("torch_ember.conformance.run",
                     "run PyTorch's OpInfo database on ember and compare with the CPU"),
+    "ops": ("torch_ember.compile.ops_cli",
+            "the op table: each ATen op's eager kernel and compiler route (fused, library, ...)"),
     "profile": ("torch_ember.profiler.run",
                 "run a script under the ember profiler: trace file and summary"),
 }

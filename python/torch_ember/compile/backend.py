@@ -16,10 +16,10 @@ import time
 import torch
 
 from . import stats as _stats
-from .compiler import compile_graph
+from .compiler import compile_data_dependent, compile_graph
 from .decompositions import decomposition_table
 from .errors import CompileError
-from .fx_to_ir import check_static
+from .fx_to_ir import is_static
 from .runner import boxed
 
 _OPTIONS = {"fallback": (None, "eager")}
@@ -125,8 +125,10 @@ def _compile_static(gm, example_inputs, options, recompile_reason=""):
             rec = _stats.CompileRecord(name=f"graph{gid}_{kind}", kind=kind, recompile_reason=recompile_reason)
             t0 = time.perf_counter()
             rec.capture_ms = (t0 - mark[0]) * 1e3
-            check_static(fx_gm)
-            fn = compile_graph(fx_gm, rec.name, rec, options.get("fallback"))
+            # Inputs are concrete here (symbolic ones were specialized), so a symbolic size is
+            # one that depends on values: nonzero's output length, say.
+            compile_fn = compile_graph if is_static(fx_gm) else compile_data_dependent
+            fn = compile_fn(fx_gm, rec.name, rec, options.get("fallback"))
             mark[0] = time.perf_counter()
             rec.total_ms = rec.capture_ms + (mark[0] - t0) * 1e3
             _stats.record(rec)

@@ -16,7 +16,8 @@ import torch
 from .. import _C
 from . import settings
 from .errors import CompileError
-from .fx_to_ir import translate
+from .fx_to_ir import op_name, translate
+from .source import node_source
 from .runner import CompiledGraph
 from .stats import CompileRecord
 
@@ -77,14 +78,9 @@ def _refusal(refused) -> CompileError:
                         f"ember kernel (in eager mode they run on the CPU). {_HINT}")
 
 
-def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None):
-    """The graph as one executable, or as lowered pieces with library steps between them."""
-    from .partition import partition
-
-    tr = _translate(gm, None, rec)
-    if not tr.untranslatable:
-        return _whole(gm, name, rec, tr)
-    split, pieces, steps = partition(gm)
+def _check_steps(steps, rec: CompileRecord, fallback, name: str):
+    """Splits (op, line, route) steps into library steps and CPU-fallback ops, refusing the
+    latter unless fallback="eager"."""
     library = [(op, src) for op, src, route in steps if route == "library"]
     eager = [(op, src) for op, src, route in steps if route != "library"]
     if eager and fallback != "eager":
@@ -96,6 +92,35 @@ def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallb
     if eager:
         from . import fallback_count
         fallback_count.note(eager)
+
+
+def compile_data_dependent(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None):
+    """A graph whose sizes depend on tensor values (nonzero, masked_select, unique feed later
+    ops): static plans cannot be made for it, so every op runs as a library step, in order."""
+    import operator
+
+    from .fx_to_ir import VIEW_OPS
+    from .partition import _route
+
+    # Only ATen ops are device work; size arithmetic and checks (operator.ge on sizes, say) run
+    # on the host as they are.
+    steps = [(op_name(n.target), node_source(n), _route(n)) for n in gm.graph.nodes
+             if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+             and n.target is not operator.getitem and n.target not in VIEW_OPS]
+    _check_steps(steps, rec, fallback, name)
+    rec.recompile_reason = rec.recompile_reason or "sizes depend on tensor values: ops run as library steps"
+    return gm
+
+
+def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None):
+    """The graph as one executable, or as lowered pieces with library steps between them."""
+    from .partition import partition
+
+    tr = _translate(gm, None, rec)
+    if not tr.untranslatable:
+        return _whole(gm, name, rec, tr)
+    split, pieces, steps = partition(gm)
+    _check_steps(steps, rec, fallback, name)
     if split is None:  # everything translated: no Python between pieces
         return _whole(gm, name, rec, tr)
     for i, sub_name in enumerate(pieces):

@@ -45,19 +45,15 @@ def _meta_tensors(node):
     return [v] if isinstance(v, torch.Tensor) else []
 
 
-def check_static(gm) -> None:
+def is_static(gm) -> bool:
+    """Every size and stride in the graph is a number."""
     for node in gm.graph.nodes:
         for t in _meta_tensors(node):
-            if any(not isinstance(s, int) for s in t.shape) or any(not isinstance(s, int) for s in t.stride()):
-                raise CompileError(
-                    f"ember compiles static shapes; node {node.name} ({op_name(node.target)}) at "
-                    f"{node_source(node) or '<unknown>'} has symbolic sizes {tuple(t.shape)}. "
-                    "Use torch.compile(..., dynamic=False) (the default marks dims dynamic only after a "
-                    "recompile; set torch._dynamo.config.automatic_dynamic_shapes = False to keep "
-                    "recompiling per shape instead).")
+            if any(not isinstance(s, int) for s in (*t.shape, *t.stride())):
+                return False
         if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.SymInt):
-            raise CompileError(f"ember compiles static shapes; graph input {node.name} is a symbolic size. "
-                               "Use torch.compile(..., dynamic=False).")
+            return False
+    return True
 
 
 def _map_args(x, env):

@@ -14,6 +14,20 @@ import torch_ember
 
 DEVICE = "ember"
 MESSAGE_LIMIT = 400
+# set_compiled(True): the ember side of every check runs through torch.compile (compiled.py).
+_COMPILED = False
+
+
+def set_compiled(on: bool) -> None:
+    global _COMPILED
+    _COMPILED = on
+
+
+def _ember_op(op):
+    if not _COMPILED:
+        return op
+    from . import compiled
+    return compiled.wrap(op)
 
 # Per-dtype (rtol, atol) where assert_close's own defaults are too tight for a second backend,
 # whose kernels accumulate in another order: composite ops (attention, say) drift by ~1e-5
@@ -232,6 +246,11 @@ def _verdict(cpu_err, ember_err, fallback, diff_fn) -> Outcome:
             return Outcome("pass", fallback)  # both refuse the input: conforming
         return Outcome("fail", fallback, f"cpu raised {error_text(cpu_err)}; ember did not")
     if ember_err is not None:
+        from .compiled import CompileFailure, NotCapturable
+        if isinstance(ember_err, NotCapturable):
+            return Outcome("skip", fallback, str(ember_err))
+        if isinstance(ember_err, (CompileFailure, torch_ember.CompileError)):  # backward: compiled at first use
+            return Outcome("fail", fallback, "compile error: " + error_text(ember_err))
         return Outcome("fail", fallback, "ember raised " + error_text(ember_err))
     diff = diff_fn()
     return Outcome("fail", fallback, diff) if diff else Outcome("pass", fallback)
@@ -282,8 +301,9 @@ def check_forward(op, sample, overrides, shape_only: bool) -> Outcome:
     if cpu_err is None and non_strided(raw):  # checked before output_process_fn_grad densifies
         return Outcome("skip", message="sparse layout")
     expected = sample.output_process_fn_grad(raw) if cpu_err is None else None
+    ember_op = _ember_op(op)
     actual, ember_err, fallback = _ember_call(
-        lambda: sample.output_process_fn_grad(op(e_in, *e_args, **e_kwargs)))
+        lambda: sample.output_process_fn_grad(ember_op(e_in, *e_args, **e_kwargs)))
     def diff():
         d = compare(actual, expected, overrides, shape_only or random)
         return None if d is not None and _same_selection(op, sample, actual, expected) else d
@@ -294,11 +314,12 @@ def check_forward(op, sample, overrides, shape_only: bool) -> Outcome:
 SPARSE = "sparse output"
 
 
-def _grads(op, sample, leaves, spec, diff_idx):
+def _grads(op, sample, leaves, spec, diff_idx, call=None):
     """Gradients of the sum of all floating outputs w.r.t. the floating inputs; None when no
-    output depends differentiably on an input, SPARSE for sparse outputs (out of scope)."""
+    output depends differentiably on an input, SPARSE for sparse outputs (out of scope).
+    `call` runs the op (default: op itself)."""
     inp, args, kwargs = pytree.tree_unflatten(leaves, spec)
-    out = op.gradcheck_wrapper(op, inp, *args, **kwargs)
+    out = op.gradcheck_wrapper(call or op, inp, *args, **kwargs)
     if non_strided(out):
         return SPARSE
     out = sample.output_process_fn_grad(out)
@@ -337,7 +358,7 @@ def check_backward(op, sample, overrides) -> Outcome:
         return Outcome("skip", message="sparse layout")
     if random:
         return Outcome("skip", message="random output")
-    actual, ember_err, fallback = _ember_call(lambda: _grads(op, sample, e_leaves, spec, diff_idx))
+    actual, ember_err, fallback = _ember_call(lambda: _grads(op, sample, e_leaves, spec, diff_idx, _ember_op(op)))
     # A gradient runs through the forward's kernels and the backward's: rounding adds up.
     loose = {d: (max(r, GRAD_TOL[0]), max(a, GRAD_TOL[1])) for d, (r, a) in
              {torch.float32: (0.0, 0.0), **overrides}.items()}

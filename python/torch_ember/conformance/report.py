@@ -6,7 +6,13 @@ from collections import Counter
 from pathlib import Path
 
 CLASSES = ("native-pass", "fallback-pass", "fail", "skipped")
+COMPILED_CLASSES = ("compiled-pass", "compile-error", "wrong", "crash", "skipped")
+FAILING = ("fail", "compile-error", "wrong", "crash")
 PASSES = ("forward", "backward")
+
+
+def classes(compiled: bool) -> tuple:
+    return COMPILED_CLASSES if compiled else CLASSES
 
 
 def _entries(results):
@@ -17,26 +23,28 @@ def _entries(results):
                 yield row, kind, row[kind]
 
 
-def failures(results) -> list[dict]:
+def failures(results, compiled: bool = False) -> list[dict]:
     """Failures as flat dicts; `native` means the failing sample ran with no fallback at all,
     so an ember kernel computed the wrong thing; `crash` that it killed the process."""
     out = []
     for row, kind, res in _entries(results):
-        if res["status"] == "fail":
+        if res["status"] in FAILING:
             out.append({"op": row["op"], "dtype": row["dtype"], "pass": kind,
                         "native": res.get("native", False), "crash": res.get("crash", False),
-                        "message": res.get("message", ""),
+                        "message": res.get("message", ""), "status": res["status"],
                         "sample": res.get("sample", ""), "sample_index": res.get("sample_index"),
                         "failed_samples": res.get("failed_samples"), "samples": res.get("samples"),
                         "fallback_ops": res.get("sample_fallback", []),
                         # The harness on just this op and dtype; samples come out the same.
                         "replay": f"python -m torch_ember.cli conformance --ops {row['op']} "
                                   f"--dtypes {row['dtype']} --no-isolate "
+                                  f"{'--compiled ' if compiled else ''}"
                                   f"--max-samples {(res.get('sample_index') or 0) + 1}"})
     return out
 
 
-def summarize(results, dtypes) -> dict:
+def summarize(results, dtypes, compiled: bool = False) -> dict:
+    CLASSES = classes(compiled)
     forward = {d: Counter() for d in dtypes}
     backward = Counter()
     skip_reasons = Counter()
@@ -46,8 +54,9 @@ def summarize(results, dtypes) -> dict:
         if res["status"] == "skipped":
             skip_reasons[res.get("reason", "")] += 1
         fallback_ops.update(res.get("fallback_ops", []))
-    fails = failures(results)
+    fails = failures(results, compiled)
     return {
+        "classes": list(CLASSES),
         "forward": {d: {c: forward[d][c] for c in CLASSES} for d in dtypes},
         "backward": {c: backward[c] for c in CLASSES},
         "skip_reasons": dict(skip_reasons.most_common()),
@@ -60,6 +69,7 @@ def summarize(results, dtypes) -> dict:
 
 
 def _count_table(summary) -> list[list[str]]:
+    CLASSES = summary.get("classes", classes(False))
     rows = [["", *CLASSES]]
     for d, counts in summary["forward"].items():
         rows.append([d, *(str(counts[c]) for c in CLASSES)])
@@ -79,7 +89,8 @@ def format_summary(data, max_fallback_failures: int = 40) -> str:
     s, meta = data["summary"], data["meta"]
     table = _count_table(s)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = [f"ember OpInfo conformance: {meta['ops']} OpInfos, {meta['seconds']}s"]
+    mode = " (compiled: torch.compile(backend='ember', fullgraph=True))" if meta.get("compiled") else ""
+    lines = [f"ember OpInfo conformance{mode}: {meta['ops']} OpInfos, {meta['seconds']}s"]
     lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
               for r in table]
     if s["skip_reasons"]:
@@ -124,14 +135,15 @@ def _status_cell(res) -> str:
 def _detail(res) -> str:
     if res is None:
         return ""
-    if res["status"] == "fail":
+    if res["status"] in FAILING:
         return f"{res.get('message', '')}; sample #{res.get('sample_index')}: {res.get('sample')}"
     return res.get("note", "")
 
 
 def to_markdown(data) -> str:
     s, meta = data["summary"], data["meta"]
-    out = ["# ember OpInfo conformance", "",
+    title = "ember OpInfo conformance, compiled" if meta.get("compiled") else "ember OpInfo conformance"
+    out = [f"# {title}", "",
            f"torch {meta['torch']}, torch_ember {meta['torch_ember']}: {meta['ops']} OpInfos, "
            f"dtypes {', '.join(meta['dtypes'])}, up to {meta['max_samples']} samples each, "
            f"{meta['seconds']} s.", ""]

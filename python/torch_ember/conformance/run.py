@@ -21,6 +21,7 @@ run).
   python -m torch_ember.cli conformance --ops add,mm --dtypes float32      # a few ops
   python -m torch_ember.cli conformance --budget 1200 \\
       --json /tmp/conformance.json --markdown /tmp/conformance.md           # the full op_db
+  python -m torch_ember.cli conformance --compiled --max-samples 2          # through torch.compile
 
 The full run takes a few minutes on two cores. `python -m torch_ember.conformance` and the
 `ember conformance` script take the same options; from Python, `run.run(...)` returns the dict.
@@ -176,10 +177,25 @@ def skipped_row(op_name: str, dtype: torch.dtype, reason: str, backward: bool) -
     return rec
 
 
-def check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trace=None) -> dict:
+def check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trace=None,
+                   compiled: bool = False) -> dict:
     """One result row: forward (and, for float32 with autograd, backward) of `op` at `dtype`.
     `trace(pass, index, sample, result)` runs before each sample and, with the result, after
-    each pass: isolate.py reports crashes with it."""
+    each pass: isolate.py reports crashes with it. `compiled` runs ember's side through
+    torch.compile(backend="ember", fullgraph=True) and classifies with compiled.CLASSES."""
+    check.set_compiled(compiled)
+    try:
+        row = _check_op_dtype(op, dtype, max_samples=max_samples, op_time_limit=op_time_limit, end=end,
+                              backward=backward, trace=trace)
+    finally:
+        check.set_compiled(False)
+    if compiled:
+        from .compiled import classify
+        row = {k: classify(v) if k in ("forward", "backward") else v for k, v in row.items()}
+    return row
+
+
+def _check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trace=None) -> dict:
     trace = trace or (lambda kind, index, sample, result=None: None)
     want_backward = backward and dtype == torch.float32
     skip = None
@@ -265,7 +281,7 @@ class _Progress:
 def run(ops=None, dtypes=DEFAULT_DTYPES, budget: float | None = None,
         max_samples: int = DEFAULT_MAX_SAMPLES, op_time_limit: float = DEFAULT_OP_TIME_LIMIT,
         backward: bool = True, progress: bool = True, isolate: bool = False,
-        json_path=None, markdown_path=None) -> dict:
+        json_path=None, markdown_path=None, compiled: bool = False) -> dict:
     """Run the conformance check; returns {"meta", "summary", "results"} (also written as JSON
     and markdown when paths are given). `ops` restricts to op names, `budget` is in seconds.
     `isolate` runs the checks in child processes, so that an op which crashes or hangs the
@@ -274,9 +290,12 @@ def run(ops=None, dtypes=DEFAULT_DTYPES, budget: float | None = None,
     dtypes = [parse_dtype(d) for d in dtypes]
     started = time.monotonic()
     results = []
-    opts = dict(max_samples=max_samples, op_time_limit=op_time_limit, backward=backward)
+    opts = dict(max_samples=max_samples, op_time_limit=op_time_limit, backward=backward, compiled=compiled)
     with _Progress(len(selected) * len(dtypes), len(dtypes), progress) as bar:
         def add(row):
+            if compiled:  # rows from crashed children arrive in eager classes
+                from .compiled import classify
+                row = {k: classify(v) if k in ("forward", "backward") else v for k, v in row.items()}
             results.append(row)
             bar.add(row)
 
@@ -295,7 +314,7 @@ def run(ops=None, dtypes=DEFAULT_DTYPES, budget: float | None = None,
                  "seconds": round(time.monotonic() - started, 1)},
         "results": results,
     }
-    data["summary"] = report.summarize(results, data["meta"]["dtypes"])
+    data["summary"] = report.summarize(results, data["meta"]["dtypes"], compiled)
     if json_path:
         report.write_json(data, json_path)
     if markdown_path:
@@ -331,6 +350,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         metavar="SECONDS", help="stop taking samples for an op and dtype after "
                         "this long (default: %(default)s)")
     parser.add_argument("--no-backward", action="store_true", help="skip the gradient checks")
+    parser.add_argument("--compiled", action="store_true",
+                        help="run ember's side through torch.compile(backend='ember', fullgraph=True) and "
+                             "classify as compiled-pass, compile-error, wrong, crash or skipped")
     parser.add_argument("--json", metavar="PATH", help="write every result as JSON")
     parser.add_argument("--markdown", metavar="PATH", help="write a markdown report")
     parser.add_argument("--no-progress", action="store_true", help="no progress output")
@@ -349,9 +371,9 @@ def main(argv=None, prog: str | None = None) -> int:
                    op_time_limit=args.op_time_limit, backward=not args.no_backward,
                    progress=not args.no_progress, isolate=not args.no_isolate,
                    json_path=args.json,
-                   markdown_path=args.markdown)
+                   markdown_path=args.markdown, compiled=args.compiled)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(report.format_summary(data))
-    return 1 if report.failures(data["results"]) else 0
+    return 1 if report.failures(data["results"], args.compiled) else 0
