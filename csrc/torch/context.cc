@@ -59,6 +59,12 @@ kernels::DType to_dtype(c10::ScalarType t) {
 }
 
 kernels::TensorView view_of(const at::Tensor& t) {
+    // Every tensor a kernel reads or writes is device memory. A CPU tensor here is an out= or
+    // input of another device that an op's glue let through; host memory would even work, but
+    // the kernel runs later, so the CPU tensor could be freed (or read) before it is written.
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+                "Expected all tensors to be on the same device, but found at least two devices, ember and ",
+                t.device(), "!");
     kernels::TensorView v;
     TORCH_CHECK(t.dim() <= kernels::kMaxDims, "ember: tensors with more than ", kernels::kMaxDims,
                 " dimensions are not supported");

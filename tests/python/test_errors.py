@@ -332,3 +332,66 @@ def test_sparse_layout_is_refused():
     with pytest.raises(NotImplementedError, match="'Sparseember' backend"):
         torch.empty(2, 2, device="ember", layout=torch.sparse_coo)
     _device_works()
+
+
+_REDUCTIONS_WITH_OUT = {
+    "logsumexp": lambda x, o: torch.logsumexp(x, 1, True, out=o),
+    "sum": lambda x, o: torch.sum(x, 1, True, out=o),
+    "amax": lambda x, o: torch.amax(x, 1, True, out=o),
+    "mean": lambda x, o: torch.mean(x, 1, True, out=o),
+    "argmax": lambda x, o: torch.argmax(x, 1, True, out=o.long()),
+    "cumsum": lambda x, o: torch.cumsum(x, 1, out=o),
+    "sort": lambda x, o: torch.sort(x, 1, out=(o, o.long())),
+}
+
+
+@pytest.mark.parametrize("name", list(_REDUCTIONS_WITH_OUT))
+def test_cpu_out_for_ember_input_is_refused_untouched(name):
+    x = torch.randn(3, 4, device="ember")
+    for _ in range(3):  # repeated: the refusal must leave nothing queued behind it
+        out = torch.full((3, 1), 7.0)
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            _REDUCTIONS_WITH_OUT[name](x, out)
+        assert out.shape == (3, 1) and bool((out == 7).all())  # not resized, not written
+    _device_works()
+
+
+def test_refused_cpu_out_leaves_a_clean_exit():
+    code = ("import torch, torch_ember\n"
+            "x = torch.randn(3, 4, device='ember')\n"
+            "for _ in range(3):\n"
+            "    try: torch.logsumexp(x, 1, True, out=torch.empty(3, 1))\n"
+            "    except RuntimeError: pass\n"
+            "print(torch.amax(x, 1).sum().item() > -100)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr[-2000:]
+
+
+def test_zero_dim_ember_input_with_cpu_out():
+    x = torch.tensor(2.0, device="ember")
+    for fn in (lambda o: torch.amax(x, out=o), lambda o: torch.exp(x, out=o), lambda o: torch.sum(x, 0, out=o)):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            fn(torch.empty(()))
+
+
+def test_cat_into_integer_out_is_refused_like_cpu():
+    parts = [torch.randn(3, device="ember")] * 2
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        torch.cat(parts, out=torch.empty(6, dtype=torch.int64, device="ember"))
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        torch.stack(parts, out=torch.empty(2, 3, dtype=torch.int64, device="ember"))
+
+
+def test_roll_of_zero_dim_fails_at_the_call():
+    with pytest.raises(IndexError, match="Dimension specified as 0 but tensor has no dimensions"):
+        torch.roll(torch.tensor(1.0, device="ember"), 1, 0)
+    _device_works()  # nothing deferred to the next op
+
+
+@pytest.mark.parametrize("op", ["gather", "index_select"])
+def test_out_aliasing_an_input_is_refused(op):
+    x = torch.randn(4, 4, device="ember")
+    idx = torch.zeros(4, 4, dtype=torch.long, device="ember") if op == "gather" else \
+        torch.tensor([0, 1, 2, 3], device="ember")
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        torch.gather(x, 1, idx, out=x) if op == "gather" else torch.index_select(x, 0, idx, out=x)

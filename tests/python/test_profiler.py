@@ -132,8 +132,9 @@ def test_key_averages_table(model):
     assert gemm and gemm[0].device_type == "ember" and gemm[0].device_time_total > 0
     addmm = [r for r in rows if r.key == "aten::addmm"][0]
     assert addmm.self_device_time_total > 0  # the kernels it queued
-    table = rows.table(row_limit=5)
-    assert "gemm" in table.splitlines()[2] or "gemm" in table
+    # Which rows make the top five depends on timing; the full table lists every key.
+    assert len(rows.table(row_limit=5).splitlines()) <= 5 + 3
+    assert "gemm" in rows.table()
     with pytest.raises(ValueError, match="sort_by"):
         rows.table(sort_by="nope")
 

@@ -14,6 +14,10 @@ inline double as_double(T v) {
     return static_cast<double>(v);
 }
 template <>
+inline double as_double(Bool v) {
+    return v.bits != 0 ? 1.0 : 0.0;
+}
+template <>
 inline double as_double(Half v) {
     return to_float(v);
 }
@@ -27,6 +31,10 @@ inline T from_double(double v) {
     return static_cast<T>(v);
 }
 template <>
+inline Bool from_double(double v) {
+    return Bool(v != 0);
+}
+template <>
 inline Half from_double(double v) {
     return to_half(static_cast<float>(v));
 }
@@ -38,8 +46,14 @@ inline BFloat16 from_double(double v) {
 // PyTorch's conversion rules between real types.
 template <typename D, typename S>
 inline D convert(S s) {
-    if constexpr (std::is_same_v<D, S>) {
+    if constexpr (std::is_same_v<D, Bool>) {
+        if constexpr (std::is_integral_v<S>) return Bool(s != 0);
+        else return Bool(as_double(s) != 0);  // Bool -> Bool normalizes the byte too
+    } else if constexpr (std::is_same_v<D, S>) {
         return s;
+    } else if constexpr (std::is_same_v<S, Bool>) {
+        if constexpr (std::is_arithmetic_v<D>) return static_cast<D>(s.bits != 0 ? 1 : 0);
+        else return from_double<D>(s.bits != 0 ? 1.0 : 0.0);
     } else if constexpr (std::is_same_v<D, bool>) {
         if constexpr (std::is_integral_v<S>) return s != 0;
         else return as_double(s) != 0;
@@ -62,7 +76,7 @@ inline D convert(S s) {
 // Binds `scalar_t` to the element type; complex dtypes are not handled here.
 #define EMBER_DISPATCH_REAL(dtype, ...)                                       \
     switch (dtype) {                                                          \
-        EMBER_TYPE_CASE(kBool, bool, __VA_ARGS__)                             \
+        EMBER_TYPE_CASE(kBool, ::ember::kernels::Bool, __VA_ARGS__)           \
         EMBER_TYPE_CASE(kUInt8, uint8_t, __VA_ARGS__)                         \
         EMBER_TYPE_CASE(kInt8, int8_t, __VA_ARGS__)                           \
         EMBER_TYPE_CASE(kInt16, int16_t, __VA_ARGS__)                         \

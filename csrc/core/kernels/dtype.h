@@ -38,6 +38,17 @@ inline int element_size(DType t) {
 inline bool is_complex(DType t) { return t == DType::kComplex64 || t == DType::kComplex128; }
 const char* dtype_name(DType t);
 
+// A bool as tensor memory holds it: one byte, true when it is not zero. A uint8 tensor viewed
+// as bool may hold any byte, and PyTorch reads every non-zero byte as true; reading such a byte
+// as a C++ bool would be undefined (and in practice keeps the raw value, so 2 + 1 == 3).
+struct Bool {
+    uint8_t bits;
+    Bool() = default;
+    constexpr Bool(bool b) : bits(b ? 1 : 0) {}
+    constexpr operator bool() const { return bits != 0; }
+};
+static_assert(sizeof(Bool) == 1);
+
 struct Half {
     uint16_t bits;
 };

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <ATen/Operators.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "../context.h"
@@ -40,6 +42,21 @@ inline kernels::TensorView fold3(const at::Tensor& t, int64_t dim) {
     for (int64_t d = 0; d < dim; ++d) outer *= c.size(d);
     for (int64_t d = dim + 1; d < c.dim(); ++d) inner *= c.size(d);
     return view_of(c.view({outer, c.size(dim), inner}));
+}
+
+// Prepares an out= tensor as PyTorch does, after the checks PyTorch makes first: it must be on an
+// ember device (a CPU out= is refused before anything touches it, its size included), and for
+// ops that read their inputs while writing (gather, index_select, ...) it must not overlap them.
+inline void resize_out(at::Tensor& out, c10::IntArrayRef shape,
+                       std::initializer_list<const at::Tensor*> inputs = {}) {
+    TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1,
+                "Expected all tensors to be on the same device, but found at least two devices, ember and ",
+                out.device(), "!");
+    for (const at::Tensor* in : inputs) {
+        if (in != nullptr && in->defined()) at::assert_no_overlap(out, *in);
+    }
+    at::native::resize_output(out, shape);
+    at::assert_no_internal_overlap(out);
 }
 
 // A real dtype the device has (complex types take the fallback).

@@ -182,7 +182,7 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exp
         return cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(self, exponent, out);
     }
     if (exponent.equal(0.0) || exponent.equal(1.0)) {  // as on CPU: ones, or a copy
-        at::native::resize_output(out, self.sizes());
+        resize_out(out, self.sizes());
         TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
                     " can't be cast to the desired output type ", out.scalar_type());
         return exponent.equal(0.0) ? out.fill_(1) : out.copy_(self);

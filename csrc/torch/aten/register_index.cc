@@ -22,6 +22,12 @@ namespace {
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
     auto list = tensors.materialize();
+    // CPU's rule: the inputs' promoted type must cast to out's without losing its kind.
+    if (!list.empty()) {
+        c10::ScalarType rt = at::native::result_type(tensors);
+        TORCH_CHECK(c10::canCast(rt, out.scalar_type()),
+                    "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
+    }
     // PyTorch skips legacy empty 1-d tensors (shape [0]) when checking shapes.
     auto skip = [](const at::Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
     const at::Tensor* ref = nullptr;
@@ -39,7 +45,7 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
     std::vector<int64_t> shape(ref->sizes().begin(), ref->sizes().end());
     shape[dim] = 0;
     for (const at::Tensor& t : list) if (!skip(t)) shape[dim] += t.size(dim);
-    at::native::resize_output(out, shape);
+    resize_out(out, shape);
     int64_t offset = 0;
     for (const at::Tensor& t : list) {
         if (skip(t)) continue;
@@ -68,7 +74,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
     std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
     at::Tensor idx = index.reshape({-1}).contiguous();
     shape[dim] = idx.size(0);
-    at::native::resize_output(out, shape);
+    resize_out(out, shape, {&self, &index});
     if (out.numel() == 0) return out;
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() ? out : at::empty(shape, out.options());
@@ -117,7 +123,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     }
     if (!ok) return cpu<ATEN_OP2(gather, out)>(self, dim, index, sparse_grad, out);
     dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-    at::native::resize_output(out, index.sizes());
+    resize_out(out, index.sizes(), {&self, &index});
     if (index.numel() == 0) return out;
     kernels::TensorView o = view_of(out), i = view_of(self), x = view_of(index);
     int d = static_cast<int>(dim);
@@ -133,7 +139,7 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 // ---- tril / triu ------------------------------------------------------------------------------
 
 at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out, bool lower) {
-    at::native::resize_output(out, self.sizes());
+    resize_out(out, self.sizes());
     if (self.numel() == 0) return out;
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
@@ -174,7 +180,7 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::S
         return cpu<ATEN_OP2(cumsum, out)>(self, dim, dtype, out);
     }
     dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-    at::native::resize_output(out, self.sizes());
+    resize_out(out, self.sizes());
     if (self.numel() == 0) return out;
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());

@@ -56,7 +56,7 @@ void queue_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
     check_operands("mm", self, mat2, 2);
-    at::native::resize_output(out, {self.size(0), mat2.size(1)});
+    resize_out(out, {self.size(0), mat2.size(1)});
     queue_gemm(out, self, mat2, 0, 1);
     return out;
 }
@@ -69,7 +69,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
     check_operands("bmm", self, mat2, 3);
-    at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+    resize_out(out, {self.size(0), self.size(1), mat2.size(2)});
     queue_gemm(out, self, mat2, 0, 1);
     return out;
 }
@@ -92,7 +92,7 @@ at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const 
                 input.scalar_type(), " and ", a.scalar_type());
     double beta_v = beta.toDouble();
     if (!out.is_same(input)) {
-        at::native::resize_output(out, shape);
+        resize_out(out, shape);
         if (beta_v != 0) out.copy_(input.expand(shape));
     } else {
         TORCH_CHECK(out.sizes() == c10::IntArrayRef(shape), "the in-place form needs self of shape ", shape);

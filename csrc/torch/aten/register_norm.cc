@@ -90,7 +90,7 @@ at::Tensor softmax_backward_impl(const at::Tensor& grad, const at::Tensor& outpu
         if (half_to_float || !float_type(self) || out.scalar_type() != self.scalar_type())          \
             return cpu<ATEN_OP2(name, out)>(self, dim, half_to_float, out);                         \
         at::Tensor r = softmax_impl(self, dim, is_log);                                             \
-        at::native::resize_output(out, r.sizes());                                                  \
+        resize_out(out, r.sizes());                                                  \
         return out.copy_(r);                                                                        \
     }                                                                                               \
     at::Tensor name##_backward_fn(const at::Tensor& grad, const at::Tensor& output, int64_t dim,   \
@@ -244,7 +244,7 @@ at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64
     d.mul_(d);
     if (reduction == at::Reduction::Mean) return at::mean_out(out, d, at::IntArrayRef{});
     if (reduction == at::Reduction::Sum) return at::sum_out(out, d, at::IntArrayRef{});
-    at::native::resize_output(out, d.sizes());
+    resize_out(out, d.sizes());
     return out.copy_(d);
 }
 

@@ -99,7 +99,7 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
     if (!reducible(self) || out.scalar_type() != sum_dtype(self, dtype)) {
         return cpu<ATEN_OP2(sum, IntList_out)>(self, dim, keepdim, dtype, out);
     }
-    at::native::resize_output(out, p.out_shape);
+    resize_out(out, p.out_shape);
     queue_reduce(ReduceOp::kSum, self, p, out);
     return out;
 }
@@ -122,7 +122,7 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
         return cpu<ATEN_OP2(mean, out)>(self, dim, keepdim, dtype, out);
     }
     Plan p = make_plan(self, dim, keepdim);
-    at::native::resize_output(out, p.out_shape);
+    resize_out(out, p.out_shape);
     queue_reduce(ReduceOp::kMean, self, p, out);
     return out;
 }
@@ -146,7 +146,7 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype
         if (!reducible(self) || out.scalar_type() != self.scalar_type() || self.scalar_type() == at::kBool) \
             return cpu<ATEN_OP2(name, out)>(self, dim, keepdim, out);                             \
         Plan p = make_plan(self, dim, keepdim);                                                   \
-        at::native::resize_output(out, p.out_shape);                                              \
+        resize_out(out, p.out_shape);                                              \
         queue_reduce(kOp, self, p, out);                                                          \
         return out;                                                                               \
     }                                                                                             \
@@ -192,7 +192,7 @@ EMBER_EXTREME_WITH_INDEX(min, ReduceOp::kMin)
         int64_t d = dim ? at::maybe_wrap_dim(*dim, self.dim()) : 0;                               \
         Plan p = make_plan(in, at::IntArrayRef(d), dim ? keepdim : false);                         \
         if (!dim && keepdim) p.out_shape.assign(self.dim(), 1);                                    \
-        at::native::resize_output(out, p.out_shape);                                              \
+        resize_out(out, p.out_shape);                                              \
         queue_reduce(kOp, in, p, dim ? out : out.reshape({}));                                    \
         return out;                                                                               \
     }                                                                                             \
@@ -217,7 +217,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::
         return cpu<ATEN_OP2(linalg_vector_norm, out)>(self, ord, dim, keepdim, dtype, out);
     }
     Plan p = make_plan(self, dim, keepdim);
-    at::native::resize_output(out, p.out_shape);
+    resize_out(out, p.out_shape);
     queue_reduce(ReduceOp::kNorm, self, p, out, {}, ord.toDouble());
     return out;
 }

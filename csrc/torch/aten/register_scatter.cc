@@ -32,7 +32,7 @@ at::Tensor& scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& 
     at::native::scatter_gather_dtype_check("scatter", self, index, src.dim() == 0 ? std::nullopt : std::optional(src));
     at::native::scatter_shape_check(self, dim, index, src.dim() == 0 ? std::nullopt : std::optional(src));
     if (!out.is_same(self)) {
-        at::native::resize_output(out, self.sizes());
+        resize_out(out, self.sizes());
         out.copy_(self);
     }
     if (index.numel() == 0) return out;
@@ -195,7 +195,7 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
     // Negative positions count from the end; out-of-range ones are caught by index_select.
     at::Tensor pos = at::where(r.positions.lt(0), r.positions.add(n), r.positions);
     at::Tensor picked = at::index_select(r.flat, r.dim, pos);
-    at::native::resize_output(out, r.result_shape);
+    resize_out(out, r.result_shape);
     return out.copy_(picked.view(r.result_shape));
 }
 
@@ -240,7 +240,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     }
     if (!ok) return cpu<ATEN_OP2(index_add, out)>(self, dim, index, source, alpha, out);
     if (!out.is_same(self)) {
-        at::native::resize_output(out, self.sizes());
+        resize_out(out, self.sizes());
         out.copy_(self);
     }
     if (index.numel() == 0) return out;

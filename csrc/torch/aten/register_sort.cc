@@ -38,8 +38,8 @@ std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optio
     if (!native_sort_input(self, values, indices))
         return cpu<ATEN_OP2(sort, values_stable)>(self, stable, dim, descending, values, indices);
     dim = at::maybe_wrap_dim(dim, self.dim());
-    at::native::resize_output(values, self.sizes());
-    at::native::resize_output(indices, self.sizes());
+    resize_out(values, self.sizes());
+    resize_out(indices, self.sizes());
     if (self.numel() == 0) return {values, indices};
     at::Tensor src = self.contiguous(), v = writable(values, self), i = writable(indices, self);
     kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim);
@@ -62,8 +62,8 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, c10::SymIn
     TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
     std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
     if (self.dim() > 0) shape[dim] = k;
-    at::native::resize_output(values, shape);
-    at::native::resize_output(indices, shape);
+    resize_out(values, shape);
+    resize_out(indices, shape);
     if (values.numel() == 0) return {values, indices};
     at::Tensor src = self.contiguous(), v = writable(values, self), i = writable(indices, self);
     kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim);
@@ -107,6 +107,8 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntA
         at::Tensor flat = self.contiguous().view({-1});
         return roll_dim(flat, 0, shifts[0]).view(self.sizes());
     }
+    // Checked here, at the call, with CPU's message (the kernel would fail only later).
+    TORCH_CHECK_INDEX(self.dim() > 0, "Dimension specified as ", dims[0], " but tensor has no dimensions");
     at::Tensor out = self;
     for (size_t k = 0; k < shifts.size(); ++k) {
         out = roll_dim(out, at::maybe_wrap_dim(dims[k], self.dim()), shifts[k]);

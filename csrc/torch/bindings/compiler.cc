@@ -149,7 +149,10 @@ void bind_compiler(py::module_& m) {
         })
         .def("constant", [](compiler::Graph& g, const at::Tensor& t) {
             at::Tensor c = t.detach().cpu().contiguous();
-            return g.constant(to_dtype(c.scalar_type()), c.sizes().vec(), c.data_ptr());
+            // A tensor without storage (a ZeroTensor, a fake tensor) has nothing to copy.
+            TORCH_CHECK(c.numel() == 0 || (c.has_storage() && c.const_data_ptr() != nullptr && !c._is_zerotensor()),
+                        "ember compiler: a graph constant has no data to embed");
+            return g.constant(to_dtype(c.scalar_type()), c.sizes().vec(), c.const_data_ptr());
         })
         .def("add", [](compiler::Graph& g, const std::string& op, std::vector<int> inputs, std::vector<int64_t> ints,
                        std::vector<double> floats, std::string str, py::handle dtype, std::vector<int64_t> sizes,

@@ -10,6 +10,11 @@ FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 SUPPORTED_DTYPES = FLOATING + (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
+# IR ops that call library kernels (GEMM, attention), and the dtypes those kernels take.
+LIBRARY_OPS = frozenset({"mm", "bmm", "addmm", "scaled_dot_product_attention"})
+LIBRARY_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
 class Val:
     __slots__ = ("id",)
 
@@ -32,6 +37,8 @@ class Builder:
     def constant(self, t: torch.Tensor) -> Val:
         if t.dtype not in SUPPORTED_DTYPES:
             raise Unsupported(f"constant of dtype {t.dtype}")
+        if t._is_zerotensor():  # torch's efficient zeros own no memory: materialize them
+            t = torch.zeros(t.shape, dtype=t.dtype)
         return Val(self.g.constant(t))
 
     def scalar(self, x, like: Val | None = None) -> Val:
@@ -53,6 +60,12 @@ class Builder:
 
     # --- ops --------------------------------------------------------------------------------
     def op(self, name, inputs, ints=(), floats=(), s="", dtype=None, sizes=()) -> Val:
+        if name in LIBRARY_OPS:
+            # The same rule as the verifier's: library kernels take floating operands (and bool
+            # masks). Anything else is untranslatable here, so the node becomes a library step.
+            bad = [self.dtype(i) for i in inputs if self.dtype(i) not in LIBRARY_DTYPES + (torch.bool,)]
+            if bad or (dtype is not None and dtype not in LIBRARY_DTYPES):
+                raise Unsupported(f"{name} of dtype {bad[0] if bad else dtype}")
         ids = [i.id for i in inputs]
         return Val(self.g.add(name, ids, [int(i) for i in ints], [float(f) for f in floats], s, dtype,
                               [int(n) for n in sizes], self.source))

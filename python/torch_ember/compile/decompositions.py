@@ -78,6 +78,11 @@ def decomposition_table() -> dict:
     table = dict(core_aten_decompositions().items())
     for op in LOWERINGS:
         table.pop(op, None)
+    # Python decompositions that read a tensor's value as a Python int: with that value unknown
+    # at trace time (a split given as a tensor) they fail the trace, where the op's own C++
+    # composite traces fine.
+    for op in (aten.tensor_split.tensor_indices_or_sections,):
+        table.pop(op, None)
     table[aten._scaled_dot_product_fused_attention_overrideable.default] = _sdpa_fwd
     table[aten._scaled_dot_product_fused_attention_overrideable_backward.default] = _sdpa_bwd
     return table

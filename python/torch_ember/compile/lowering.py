@@ -299,8 +299,10 @@ def _cat(b, node, tensors, dim=0):
     # Equal-sized pieces (rotary's halves, stacked heads) are a stack and a reshape: stack = a
     # select between broadcasts of the pieces on a new axis. Unequal sizes would need a pad op.
     tensors = [t for t in tensors if 0 not in b.sizes(t)]
+    if not tensors:  # every piece is empty: so is the result
+        return b.full(list(meta(node).shape), 0, meta(node).dtype)
     if len(tensors) == 1:
-        return tensors[0]
+        return b.cast(tensors[0], meta(node).dtype)
     sizes = b.sizes(tensors[0])
     dim = _dim(dim, len(sizes))
     if any(b.sizes(t) != sizes for t in tensors):

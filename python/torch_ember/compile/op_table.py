@@ -31,20 +31,24 @@ def _qualified(target) -> str | None:
     return None
 
 
-def _out_variant(name: str):
-    """The out= overload a structured op's functional form calls ("lgamma" -> "lgamma.out")."""
-    op = _overload_of(name)
-    if op is None:
-        return None
-    args = [a.name for a in op._schema.arguments]
-    packet = op.overloadpacket
-    for overload in packet.overloads():
-        cand = getattr(packet, overload)
-        schema = cand._schema
-        outs = [a for a in schema.arguments if a.is_out]
-        if outs and [a.name for a in schema.arguments if not a.is_out] == args:
-            return cand.name()
-    return None
+@functools.lru_cache(maxsize=1)
+def _structured_delegates() -> dict:
+    """"lgamma" -> "lgamma.out": the ops whose functional form is generated from an out= kernel,
+    read from the native_functions.yaml that ships with torch (torchgen/packaged)."""
+    import torchgen
+
+    path = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml")
+    out, name = {}, None
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("- func: "):
+                    name = line[len("- func: "):].split("(", 1)[0].strip()
+                elif name and line.strip().startswith("structured_delegate:"):
+                    out[name] = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,11 +57,11 @@ def _eager_route_of(name: str) -> str:
     if has(name, _PRIVATEUSE1):
         return "native"
     if has(name, "CompositeExplicitAutogradNonFunctional"):
-        # A structured op: its functional form allocates the output and calls the out= form.
-        out = _out_variant(name)
-        if out is not None and out != name:
-            route = _eager_route_of(out)
-            return "composite" if route == "composite" else route
+        # A structured op's functional form allocates the output and calls its out= form, so it
+        # is as native as that; other NonFunctional kernels compose other ops.
+        delegate = _structured_delegates().get(name.removeprefix("aten::"))
+        if delegate is not None:
+            return _eager_route_of("aten::" + delegate)
         return "composite"
     if has(name, "CompositeExplicitAutograd") or has(name, "CompositeImplicitAutograd"):
         return "composite"

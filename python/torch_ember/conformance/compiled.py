@@ -24,13 +24,12 @@ def _compiled(op, backend):
 
 
 def _fails_without_ember(op, inp, args, kwargs) -> bool:
-    """The control run: the same call on CPU copies through PyTorch's own compile stack
-    (aot_eager). When that fails too, the failure is not ember's."""
-    from .check import to_cpu
-
+    """The control run: the same call, on the same ember tensors, through PyTorch's own compile
+    stack (aot_eager: Dynamo and AOTAutograd, then eager kernels). When that fails too, Ember's
+    compiler is not where the failure is."""
     torch._dynamo.reset()
     try:
-        _compiled(op, "aot_eager")(*to_cpu((inp, args, kwargs)))
+        _compiled(op, "aot_eager")(inp, args, kwargs)
     except Exception:
         return True
     return False
@@ -45,6 +44,9 @@ def call(op, inp, args, kwargs):
         out = _compiled(op, "ember")(inp, args, kwargs)
     except torch._dynamo.exc.BackendCompilerFailed as e:
         inner = getattr(e, "inner_exception", None) or e
+        # A failure inside AOTAutograd's trace (not Ember's refusal) may be PyTorch's own.
+        if not isinstance(inner, torch_ember.CompileError) and _fails_without_ember(op, inp, args, kwargs):
+            raise NotCapturable("PyTorch's compile stack fails on it too (aot_eager)") from None
         raise CompileFailure(f"{type(inner).__name__}: {inner}") from None
     except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:
         raise NotCapturable(f"Dynamo cannot capture it in one graph ({type(e).__name__})") from None
@@ -52,7 +54,7 @@ def call(op, inp, args, kwargs):
         raise
     except Exception:
         if _fails_without_ember(op, inp, args, kwargs):
-            raise NotCapturable("PyTorch's compile stack fails on it too (aot_eager on the CPU)") from None
+            raise NotCapturable("PyTorch's compile stack fails on it too (aot_eager)") from None
         raise
     if len(torch_ember.compile_stats()) == before:
         raise NotCapturable("Dynamo handed no graph to the backend")

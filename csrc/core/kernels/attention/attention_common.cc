@@ -55,7 +55,7 @@ void mask_bias(const Problem& p, int64_t b, int64_t h, int64_t i0, int64_t nr, i
     for (int64_t c = 0; c < nc; ++c) {
         const T* m = base + c * ms[3];
         float* dst = bias + c * kBlockQ;
-        if constexpr (std::is_same_v<T, bool>) {
+        if constexpr (std::is_same_v<T, Bool>) {
             for (int64_t r = 0; r < nr; ++r) dst[r] = m[r * ms[2]] ? 0.f : kNegInf;
         } else {
             for (int64_t r = 0; r < nr; ++r) dst[r] = to_f(m[r * ms[2]]);

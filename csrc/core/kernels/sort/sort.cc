@@ -100,7 +100,7 @@ template <typename T, typename Arrange>
 void run_typed(const TensorView& values, const TensorView& indices, const TensorView& in, bool reverse,
                int64_t count, Arrange arrange, runtime::ThreadPool* pool) {
     // bool is handled as its byte (same order), which keeps std::vector<bool> out of the buffers.
-    using S = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
+    using S = std::conditional_t<std::is_same_v<T, Bool>, uint8_t, T>;
     if constexpr (std::is_same_v<decltype(order_key(S{})), uint32_t>) {
         if (in.sizes[1] <= int64_t{0xffffffff}) {
             run_slices<S, uint64_t>(values, indices, in, reverse, count, arrange, pool);
