@@ -145,20 +145,34 @@ struct RngRedirect {
     }
 };
 
+// `t` on `device` with exactly its sizes and strides. A plain .to() keeps the strides of a dense
+// tensor but makes a tensor with gaps (x[:, ::2]) contiguous, and some kernels' results mean
+// something else in another layout: linalg_det's LU factors, which its backward reads with the
+// input's strides. So the memory span the view covers is copied whole and viewed the same way.
+at::Tensor same_strides_on(const at::Tensor& t, c10::Device device) {
+    if (t.numel() == 0 || t.is_non_overlapping_and_dense()) return t.to(device);
+    int64_t span = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+    at::Tensor flat = t.as_strided({span}, {1}, t.storage_offset()).to(device);
+    return flat.as_strided(t.sizes(), t.strides(), 0);
+}
+
+at::Tensor to_cpu(const at::Tensor& t) { return same_strides_on(t, c10::Device(c10::kCPU)); }
+
 // Replaces ember tensors in the argument at `iv` by CPU copies (lists element-wise).
 void move_arg_to_cpu(c10::IValue& iv) {
     if (iv.isTensor()) {
         const at::Tensor& t = iv.toTensor();
-        if (is_ember(t)) iv = c10::IValue(t.to(c10::kCPU));
+        if (is_ember(t)) iv = c10::IValue(to_cpu(t));
     } else if (iv.isTensorList()) {
         std::vector<at::Tensor> ts = iv.toTensorVector();
-        for (auto& t : ts) if (is_ember(t)) t = t.to(c10::kCPU);
+        for (auto& t : ts) if (is_ember(t)) t = to_cpu(t);
         iv = c10::IValue(c10::List<at::Tensor>(ts));
     } else if (iv.isOptionalTensorList()) {
         c10::List<std::optional<at::Tensor>> out;
         for (const auto& t : iv.toOptionalTensorList()) {
             std::optional<at::Tensor> ot = t;
-            out.push_back(ot && is_ember(*ot) ? std::make_optional(ot->to(c10::kCPU)) : ot);
+            out.push_back(ot && is_ember(*ot) ? std::make_optional(to_cpu(*ot)) : ot);
         }
         iv = c10::IValue(out);
     } else if (iv.isDevice() && iv.toDevice().type() == c10::DeviceType::PrivateUse1) {
@@ -228,10 +242,10 @@ void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
             }
         } else if (iv.isTensor()) {
             const at::Tensor& t = iv.toTensor();
-            if (t.defined() && t.device().is_cpu()) iv = c10::IValue(t.to(device));
+            if (t.defined() && t.device().is_cpu()) iv = c10::IValue(same_strides_on(t, device));
         } else if (iv.isTensorList()) {
             std::vector<at::Tensor> ts = iv.toTensorVector();
-            for (auto& t : ts) if (t.defined() && t.device().is_cpu()) t = t.to(device);
+            for (auto& t : ts) if (t.defined() && t.device().is_cpu()) t = same_strides_on(t, device);
             iv = c10::IValue(c10::List<at::Tensor>(ts));
         }
     }

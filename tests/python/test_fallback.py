@@ -605,3 +605,24 @@ def test_in_place_on_expanded_view_fails_like_cpu():
         torch.zeros(1, 4)[:1].expand(3, 4).i0_()
     with pytest.raises(RuntimeError, match="single memory location"):
         _e(torch.zeros(1, 4))[:1].expand(3, 4).i0_()
+
+
+@pytest.mark.parametrize("layout", ["gaps", "transposed"])
+@pytest.mark.parametrize("fn", ["det", "slogdet", "lu_factor"])
+def test_fallback_keeps_strides_so_gradients_are_right(layout, fn):
+    # The CPU kernel must see the input with its strides: linalg_det saves LU factors whose
+    # meaning depends on the layout, and its backward reads them with the input's strides.
+    torch.manual_seed(0)
+    base = torch.randn(3, 4, 8, dtype=torch.float64)
+    view = (lambda b: b[:, :, ::2]) if layout == "gaps" else (lambda b: b[:, :4, :4].mT)
+    call = {"det": torch.linalg.det, "slogdet": lambda x: torch.linalg.slogdet(x)[1],
+            "lu_factor": lambda x: torch.linalg.lu_factor(x)[0]}[fn]
+    results = {}
+    for dev in ("cpu", "ember"):
+        b = base.to(dev).requires_grad_()
+        out = call(view(b))
+        (grad,) = torch.autograd.grad(out.sum(), b)
+        results[dev] = (out.detach().cpu(), out.stride(), grad.cpu())
+    torch.testing.assert_close(results["ember"][0], results["cpu"][0])
+    assert results["ember"][1] == results["cpu"][1]  # the CPU kernel's output layout is kept
+    torch.testing.assert_close(results["ember"][2], results["cpu"][2])
