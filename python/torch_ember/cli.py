@@ -13,6 +13,8 @@ COMMANDS = {
                     "run PyTorch's OpInfo database on ember and compare with the CPU"),
     "ops": ("torch_ember.compile.ops_cli",
             "the op table: each ATen op's eager kernel and compiler route (fused, library, ...)"),
+    "sweep": ("torch_ember.sweep.cli",
+              "sweep Hugging Face architectures (models): built tiny, eager and compiled, against CPU"),
     "profile": ("torch_ember.profiler.run",
                 "run a script under the ember profiler: trace file and summary"),
 }

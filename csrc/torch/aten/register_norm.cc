@@ -107,12 +107,12 @@ EMBER_SOFTMAX(_log_softmax, true)
 
 // ---- layer norm -------------------------------------------------------------------------------
 
-// CPU keeps mean/rstd in float when a reduced-precision input has float parameters ("mixed"),
-// otherwise in the input's dtype.
-c10::ScalarType stats_dtype(const at::Tensor& input, const std::optional<at::Tensor>& weight) {
+// mean/rstd of a reduced-precision input are float32, as on CUDA and as PyTorch's fake
+// implementation says for every device but the CPU (which keeps the input's dtype): compiled
+// graphs are traced with that fake implementation, so eager results must agree with it.
+c10::ScalarType stats_dtype(const at::Tensor& input, const std::optional<at::Tensor>&) {
     bool reduced = input.scalar_type() == at::kBFloat16 || input.scalar_type() == at::kHalf;
-    bool mixed = reduced && weight && weight->defined() && weight->scalar_type() == at::kFloat;
-    return mixed ? at::kFloat : input.scalar_type();
+    return reduced ? at::kFloat : input.scalar_type();
 }
 
 bool params_ok(const at::Tensor& input, const std::optional<at::Tensor>& p) {

@@ -138,6 +138,7 @@ class Translation:
     input_positions: list  # placeholder index of each IR input, in IR input order
     input_strides: list  # the strides each IR input was declared with
     input_to_device: list  # IR input that arrives on the CPU (a 0-d scalar) and must be moved
+    input_dtypes: list  # the dtype each IR input was compiled for
     # One entry per FX output: ("exe", i) | ("arg", placeholder index) | ("const", value) |
     # ("view", base entry, [(target, args, kwargs), ...]) replayed eagerly on the base.
     results: list = field(default_factory=list)
@@ -151,7 +152,7 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
     b = Builder()
     env = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    positions, strides_used, to_device = [], [], []
+    positions, strides_used, to_device, dtypes = [], [], [], []
     ir_input_of = {}  # placeholder index -> IR input index
     for i, p in enumerate(placeholders):
         val = p.meta.get("val")
@@ -166,6 +167,7 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
             positions.append(i)
             strides_used.append(tuple(strides))
             to_device.append(val.device.type != "ember")
+            dtypes.append(val.dtype)
         else:
             env[p] = val
 
@@ -235,5 +237,5 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
         return ("const", o)
 
     results = [entry(o) for o in out_list]
-    return Translation(b, positions, strides_used, to_device, results, tuple_output,
+    return Translation(b, positions, strides_used, to_device, dtypes, results, tuple_output,
                        num_marked, fx_nodes, untranslatable)

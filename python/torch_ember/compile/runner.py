@@ -22,6 +22,7 @@ class CompiledGraph:
         self.tr, self.exe = tr, exe
         self._positions = tr.input_positions
         self._strides = tr.input_strides
+        self._dtypes = tr.input_dtypes
         self._move = [i for i, m in enumerate(tr.input_to_device) if m]
         self._alloc = []
         if exe is not None:
@@ -41,6 +42,14 @@ class CompiledGraph:
         ins = [args[i] for i in self._positions]
         for i in self._move:
             ins[i] = ins[i].to(self._device)
+        if any(t.dtype != d for t, d in zip(ins, self._dtypes)):
+            # The executable reads its inputs' memory as the dtypes it was compiled for: a
+            # different one (an eager step that disagreed with its meta function) would be
+            # reinterpreted bytes, so refuse instead.
+            got = [(i, t.dtype, d) for i, (t, d) in enumerate(zip(ins, self._dtypes)) if t.dtype != d]
+            raise RuntimeError(f"ember: compiled graph input {got[0][0]} is {got[0][1]}, but the graph was "
+                               f"compiled for {got[0][2]} (an eager step produced another dtype than PyTorch's "
+                               "meta function promised)")
         strides = [t.stride() for t in ins]
         if strides != self._strides:
             self._use_variant(ins, strides)

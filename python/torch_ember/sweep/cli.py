@@ -1,0 +1,14 @@
+"""`ember sweep <kind>`: sweeps over other people's models (`models`: Hugging Face architectures)."""
+import importlib
+import sys
+
+KINDS = {"models": "torch_ember.sweep.models"}
+
+
+def main(argv=None, prog=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in KINDS:
+        print(f"usage: {prog or 'ember sweep'} {{{','.join(KINDS)}}} [options]  (--help after the kind)",
+              file=sys.stderr)
+        return 2
+    return importlib.import_module(KINDS[argv[0]]).main(argv[1:], prog=f"{prog or 'ember sweep'} {argv[0]}")
