@@ -91,3 +91,33 @@ def test_take_along_dim_matches_cpu():
 def test_gather_out_of_range_is_a_device_error():
     x = torch.randn(3, 4)
     same_outcome(lambda a, i: torch.gather(a, 1, i), x, torch.tensor([[0, 4]] * 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("args", [(10, -2, 2), (5, 0, 0), (7, -1, 1), (3, 0.5, 0.5)])
+def test_histc_matches_cpu(dtype, args):
+    torch.manual_seed(0)
+    x = torch.randn(5000).to(dtype)
+    torch_ember.reset_fallback_stats()
+    torch.testing.assert_close(torch.histc(x.to("ember"), *args).cpu(), torch.histc(x, *args))
+    # bfloat16 bins are placed with bfloat16 edges, as the CPU computes them: it runs there.
+    assert bool(torch_ember.fallback_report()) == (dtype == torch.bfloat16)
+    x[7] = float("nan")
+    if args[1] == args[2]:  # the range comes from the data: NaN makes it refused, as on the CPU
+        with pytest.raises(RuntimeError, match="is not finite"):
+            torch.histc(x.to("ember"), *args)
+    else:  # NaN is not counted
+        torch.testing.assert_close(torch.histc(x.to("ember"), *args).cpu(), torch.histc(x, *args))
+
+
+def test_histc_counts_integers_like_cuda(native_only):
+    # The CPU refuses integer histc; CUDA counts them, and libraries that see an accelerator
+    # pass int32 expert ids (transformers' grouped MoE).
+    ids = torch.randint(0, 6, (1000,), dtype=torch.int32)
+    got = torch.histc(ids.to("ember"), bins=6, min=0, max=5)
+    assert got.dtype == torch.int32
+    assert got.cpu().tolist() == torch.bincount(ids, minlength=6).tolist()
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histc(ids.to("ember"), bins=0)
+    with pytest.raises(RuntimeError, match="torch.histc: max must be larger than min"):
+        torch.histc(ids.to("ember").float(), bins=3, min=2, max=1)

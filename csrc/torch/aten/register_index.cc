@@ -12,6 +12,7 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "kernels/fill.h"
+#include "kernels/index/histogram.h"
 #include "kernels/index/index.h"
 #include "glue.h"
 
@@ -196,6 +197,43 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<c10::Scalar
     return cumsum_out(self, dim, dtype, out);
 }
 
+// ---- histc ------------------------------------------------------------------------------------
+
+// torch.histc as CUDA computes it, integer inputs included (the CPU refuses those; libraries
+// that see an accelerator pass them: transformers' MoE token counts). With min == max the range
+// is the data's own, which is read back to the host (a synchronizing call, as on CUDA).
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
+                      at::Tensor& out) {
+    TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+    const auto t = self.scalar_type();
+    if (!plain_dtype(t) || t == at::kBool || t == at::kHalf || t == at::kBFloat16 || out.scalar_type() != t)
+        return cpu<ATEN_OP2(histc, out)>(self, bins, min, max, out);
+    double lo = min.toDouble(), hi = max.toDouble();
+    if (lo == hi && self.numel() > 0) {  // the range of the values (NaN in them: refused below)
+        lo = at::amin(self).item<double>();
+        hi = at::amax(self).item<double>();
+    }
+    if (lo == hi) {
+        lo -= 1;
+        hi += 1;
+    }
+    TORCH_CHECK(!(std::isinf(lo) || std::isinf(hi) || std::isnan(lo) || std::isnan(hi)),
+                "torch.histc: range of [", lo, ", ", hi, "] is not finite");
+    TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
+    resize_out(out, {bins}, {&self});
+    at::Tensor src = self.contiguous();
+    at::Tensor dst = out.is_contiguous() ? out : at::empty({bins}, out.options());
+    kernels::TensorView o = view_of(dst), i = view_of(src.reshape({-1}));
+    queue(dst, "histc", [o, i, bins, lo, hi](runtime::ThreadPool* p) { return kernels::histc(o, i, bins, lo, hi, p); });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+    at::Tensor out = at::empty({0}, self.options());
+    return histc_out(self, bins, min, max, out);
+}
+
 // ---- arange -----------------------------------------------------------------------------------
 
 at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& out) {
@@ -232,6 +270,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("histc", histc);
+    m.impl("histc.out", histc_out);
     m.impl("cat", cat);
     m.impl("cat.out", cat_out);
     m.impl("index_select", index_select);
