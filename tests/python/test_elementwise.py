@@ -264,3 +264,19 @@ def test_masked_fill_in_attention_masks_is_native(native_only):
     out = scores.masked_fill(causal, float("-inf")).softmax(-1)
     ref = scores.cpu().masked_fill(causal.cpu(), float("-inf")).softmax(-1)
     torch.testing.assert_close(out.cpu(), ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("op", ["logical_and", "logical_or", "logical_xor", "logical_not"])
+def test_logical_ops_native(op, dtype, native_only):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-2, 3, (64,), generator=g).to(dtype)
+    b = torch.randint(-2, 3, (64,), generator=g).to(dtype)
+    fn = getattr(torch, op)
+    args = (a,) if op == "logical_not" else (a, b)
+    torch.testing.assert_close(fn(*[t.to("ember") for t in args]).cpu(), fn(*args))
+    out = torch.empty(64, dtype=torch.float32)
+    fn(*args, out=out)
+    out_e = torch.empty(64, dtype=torch.float32, device="ember")
+    fn(*[t.to("ember") for t in args], out=out_e)
+    torch.testing.assert_close(out_e.cpu(), out)

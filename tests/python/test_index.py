@@ -121,3 +121,16 @@ def test_histc_counts_integers_like_cuda(native_only):
         torch.histc(ids.to("ember"), bins=0)
     with pytest.raises(RuntimeError, match="torch.histc: max must be larger than min"):
         torch.histc(ids.to("ember").float(), bins=3, min=2, max=1)
+
+
+def test_int32_indices_for_embedding_and_index_select(native_only):
+    torch.manual_seed(0)
+    w = torch.randn(10, 4)
+    ids = torch.tensor([[1, 3, 3], [9, 0, 2]], dtype=torch.int32)
+    we = w.to("ember").requires_grad_()
+    wc = w.clone().requires_grad_()
+    F.embedding(ids.to("ember"), we).square().sum().backward()
+    F.embedding(ids, wc).square().sum().backward()
+    torch.testing.assert_close(we.grad.cpu(), wc.grad)
+    torch.testing.assert_close(torch.index_select(w.to("ember"), 0, ids[0].to("ember")).cpu(),
+                               torch.index_select(w, 0, ids[0]))

@@ -93,6 +93,105 @@ EMBER_BINARY_OP(mul, BinaryOp::kMul, binary_op, true)
 EMBER_BINARY_OP(div, BinaryOp::kDiv, binary_float_op, false)
 #undef EMBER_BINARY_OP
 
+// ---- the division family: floor_divide, div(rounding_mode=...), remainder, fmod -------------
+// Integers compute exactly (a division by zero fails like CPU's ZeroDivisionError); bool
+// inputs take the CPU path, which refuses them as the CPU does.
+
+// bfloat16/float16 floor and trunc division round differently on the CPU's vector path; those
+// two run there, so results stay bit-identical.
+bool division_native(BinaryOp op, const at::TensorIteratorBase& iter) {
+    const auto t = iter.common_dtype();
+    const bool reduced = t == at::kBFloat16 || t == at::kHalf;
+    return native_compute(iter, true) &&
+           !(reduced && (op == BinaryOp::kFloorDivide || op == BinaryOp::kTruncDivide));
+}
+
+at::Tensor& division_out(BinaryOp op, const at::Tensor& self, const at::Tensor& other, at::Tensor& out,
+                         bool& native) {
+    auto iter = TensorIterator::binary_op(out, self, other);
+    native = division_native(op, iter);
+    if (native) queue_binary(op, iter);
+    return out;
+}
+
+at::Tensor division(BinaryOp op, const at::Tensor& self, const at::Tensor& other, bool& native) {
+    at::Tensor out;
+    auto iter = TensorIterator::binary_op(out, self, other);
+    native = division_native(op, iter);
+    if (!native) return at::Tensor();
+    queue_binary(op, iter);
+    return iter.output();
+}
+
+#define EMBER_DIVISION_OP(name, kOp, FunctionalOp)                                                  \
+    at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                     \
+        bool native;                                                                                \
+        at::Tensor out = division(kOp, self, other, native);                                        \
+        return native ? out : cpu<FunctionalOp>(self, other);                                       \
+    }                                                                                               \
+    at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other) {                         \
+        bool native;                                                                                \
+        division_out(kOp, self, other, self, native);                                               \
+        return native ? self : cpu<ATEN_OP2(name##_, Tensor)>(self, other);                        \
+    }                                                                                               \
+    at::Tensor name##_scalar(const at::Tensor& self, const c10::Scalar& other) {                    \
+        return name##_tensor(self, scalar_tensor(other));                                           \
+    }                                                                                               \
+    at::Tensor& name##__scalar(at::Tensor& self, const c10::Scalar& other) {                        \
+        return name##__tensor(self, scalar_tensor(other));                                          \
+    }
+
+EMBER_DIVISION_OP(floor_divide, BinaryOp::kFloorDivide, ATEN_OP(floor_divide))
+EMBER_DIVISION_OP(remainder, BinaryOp::kRemainder, ATEN_OP2(remainder, Tensor))
+EMBER_DIVISION_OP(fmod, BinaryOp::kFmod, ATEN_OP2(fmod, Tensor))
+#undef EMBER_DIVISION_OP
+
+at::Tensor& floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    bool native;
+    division_out(BinaryOp::kFloorDivide, self, other, out, native);
+    return native ? out : cpu<ATEN_OP2(floor_divide, out)>(self, other, out);
+}
+
+at::Tensor& remainder_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    bool native;
+    division_out(BinaryOp::kRemainder, self, other, out, native);
+    return native ? out : cpu<ATEN_OP2(remainder, Tensor_out)>(self, other, out);
+}
+
+at::Tensor& fmod_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    bool native;
+    division_out(BinaryOp::kFmod, self, other, out, native);
+    return native ? out : cpu<ATEN_OP2(fmod, Tensor_out)>(self, other, out);
+}
+
+at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+    if (!mode) return div_tensor(self, other);
+    TORCH_CHECK(*mode == "trunc" || *mode == "floor", "div expected rounding_mode to be one of None, 'trunc', "
+                "or 'floor' but found '", *mode, "'");
+    bool native;
+    at::Tensor out = division(*mode == "floor" ? BinaryOp::kFloorDivide : BinaryOp::kTruncDivide, self, other, native);
+    return native ? out : cpu<ATEN_OP2(div, Tensor_mode)>(self, other, mode);
+}
+
+at::Tensor& div__mode(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+    if (!mode) return div__tensor(self, other);
+    TORCH_CHECK(*mode == "trunc" || *mode == "floor", "div expected rounding_mode to be one of None, 'trunc', "
+                "or 'floor' but found '", *mode, "'");
+    bool native;
+    division_out(*mode == "floor" ? BinaryOp::kFloorDivide : BinaryOp::kTruncDivide, self, other, self, native);
+    return native ? self : cpu<ATEN_OP2(div_, Tensor_mode)>(self, other, mode);
+}
+
+at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
+                         at::Tensor& out) {
+    if (!mode) return div_out(self, other, out);
+    TORCH_CHECK(*mode == "trunc" || *mode == "floor", "div expected rounding_mode to be one of None, 'trunc', "
+                "or 'floor' but found '", *mode, "'");
+    bool native;
+    division_out(*mode == "floor" ? BinaryOp::kFloorDivide : BinaryOp::kTruncDivide, self, other, out, native);
+    return native ? out : cpu<ATEN_OP2(div, out_mode)>(self, other, mode, out);
+}
+
 #define EMBER_MINMAX_OP(name, kOp)                                                               \
     at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                      \
         at::Tensor out;                                                                          \
@@ -388,6 +487,33 @@ at::Tensor isnan_fn(const at::Tensor& self) {
     return ne_tensor(self, self);
 }
 
+// logical_and/or/xor and logical_not: truth values (x != 0) combined as bools, then written in
+// out's dtype (bool unless an out= says otherwise), as PyTorch does.
+at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : ne_scalar(t, 0); }
+
+template <int kOp>  // 0 and, 1 or, 2 xor
+at::Tensor& logical_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    if (at::isComplexType(self.scalar_type()) || at::isComplexType(other.scalar_type()) ||
+        !plain_dtype(out.scalar_type())) {
+        constexpr auto* fallback = kOp == 0 ? &cpu<ATEN_OP2(logical_and, out), const at::Tensor&, const at::Tensor&, at::Tensor&>
+                                   : kOp == 1 ? &cpu<ATEN_OP2(logical_or, out), const at::Tensor&, const at::Tensor&, at::Tensor&>
+                                   : &cpu<ATEN_OP2(logical_xor, out), const at::Tensor&, const at::Tensor&, at::Tensor&>;
+        return fallback(self, other, out);
+    }
+    at::Tensor a = truth(self), b = truth(other);
+    at::Tensor r = kOp == 0 ? at::bitwise_and(a, b) : kOp == 1 ? at::bitwise_or(a, b) : at::ne(a, b);
+    resize_out(out, r.sizes());
+    return out.copy_(r);
+}
+
+at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
+    if (at::isComplexType(self.scalar_type()) || !plain_dtype(out.scalar_type()))
+        return cpu<ATEN_OP2(logical_not, out)>(self, out);
+    at::Tensor r = eq_scalar(self, 0);
+    resize_out(out, r.sizes());
+    return out.copy_(r);
+}
+
 // clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN in x or a bound propagates, and lo > hi
 // gives hi, both as in PyTorch.
 at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
@@ -432,6 +558,10 @@ at::Tensor& clamp__fn(at::Tensor& self, const std::optional<c10::Scalar>& min,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("isnan", isnan_fn);
+    m.impl("logical_and.out", logical_out<0>);
+    m.impl("logical_or.out", logical_out<1>);
+    m.impl("logical_xor.out", logical_out<2>);
+    m.impl("logical_not.out", logical_not_out);
     m.impl("isposinf", isposinf_fn);
     m.impl("isposinf.out", isposinf_out);
     m.impl("isneginf", isneginf_fn);
@@ -451,6 +581,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("div.Tensor", div_tensor);
     m.impl("div_.Tensor", div__tensor);
     m.impl("div.out", div_out);
+    m.impl("floor_divide", floor_divide_tensor);
+    m.impl("floor_divide_.Tensor", floor_divide__tensor);
+    m.impl("floor_divide.Scalar", floor_divide_scalar);
+    m.impl("floor_divide_.Scalar", floor_divide__scalar);
+    m.impl("floor_divide.out", floor_divide_out);
+    m.impl("remainder.Tensor", remainder_tensor);
+    m.impl("remainder_.Tensor", remainder__tensor);
+    m.impl("remainder.Scalar", remainder_scalar);
+    m.impl("remainder_.Scalar", remainder__scalar);
+    m.impl("remainder.Tensor_out", remainder_out);
+    m.impl("fmod.Tensor", fmod_tensor);
+    m.impl("fmod_.Tensor", fmod__tensor);
+    m.impl("fmod.Scalar", fmod_scalar);
+    m.impl("fmod_.Scalar", fmod__scalar);
+    m.impl("fmod.Tensor_out", fmod_out);
+    m.impl("div.Tensor_mode", div_mode);
+    m.impl("div_.Tensor_mode", div__mode);
+    m.impl("div.out_mode", div_out_mode);
     m.impl("maximum", maximum_fn);
     m.impl("maximum.out", maximum_out);
     m.impl("minimum", minimum_fn);

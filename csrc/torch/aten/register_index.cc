@@ -68,6 +68,9 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 // ---- index_select and embedding backward ------------------------------------------------------
 
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+    // int32 indices (as CPU and CUDA take them) are widened on the device; kernels read int64.
+    if (index.scalar_type() == at::kInt && index.device() == self.device())
+        return index_select_out(self, dim, index.to(at::kLong), out);
     bool ok = index.scalar_type() == at::kLong && index.dim() <= 1 && index.device() == self.device() &&
               out.scalar_type() == self.scalar_type() && plain_dtype(self.scalar_type()) && self.dim() > 0;
     if (!ok) return cpu<ATEN_OP2(index_select, out)>(self, dim, index, out);
@@ -94,6 +97,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
 
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, c10::SymInt num_weights,
                                     c10::SymInt padding_idx, bool scale_grad_by_freq) {
+    if (indices.scalar_type() == at::kInt && on_device(grad.device(), indices))
+        return embedding_dense_backward(grad, indices.to(at::kLong), num_weights, padding_idx, scale_grad_by_freq);
     bool ok = !scale_grad_by_freq && indices.scalar_type() == at::kLong && at::isFloatingType(grad.scalar_type()) &&
               on_device(grad.device(), indices);
     if (!ok) {

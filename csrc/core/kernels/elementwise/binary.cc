@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cmath>
 
 #include "kernels/elementwise/block_io.h"
@@ -27,6 +28,26 @@ inline T softplus_backward(T g, T x) {
     if (x > T(20)) return g;
     const T z = std::exp(x);
     return g * z / (z + T(1));
+}
+
+// PyTorch's div_floor_floating: floor of the true quotient, computed from fmod so that it is
+// exact where the quotient is an integer.
+template <typename T>
+inline T floor_divide(T a, T b) {
+    if (b == T(0)) return a / b;
+    const T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) div -= T(1);
+    if (div == T(0)) return std::copysign(T(0), a / b);
+    T floordiv = std::floor(div);
+    if (div - floordiv > T(0.5)) floordiv += T(1);
+    return floordiv;
+}
+template <typename T>
+inline T remainder(T a, T b) {
+    T mod = std::fmod(a, b);
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) mod += b;
+    return mod;
 }
 
 // NaN propagates through maximum/minimum, as in torch.maximum.
@@ -66,6 +87,10 @@ inline T softplus_backward(T g, T x) {
         case BinaryOp::kSoftplusBackward:                                                       \
             for (int64_t i = 0; i < n; ++i) y[i] = softplus_backward(a[i], b[i]);               \
             break;                                                                              \
+        case BinaryOp::kFloorDivide: for (int64_t i = 0; i < n; ++i) y[i] = floor_divide(a[i], b[i]); break; \
+        case BinaryOp::kTruncDivide: for (int64_t i = 0; i < n; ++i) y[i] = std::trunc(a[i] / b[i]); break;  \
+        case BinaryOp::kRemainder: for (int64_t i = 0; i < n; ++i) y[i] = remainder(a[i], b[i]); break;      \
+        case BinaryOp::kFmod: for (int64_t i = 0; i < n; ++i) y[i] = std::fmod(a[i], b[i]); break;           \
         default: break; /* bitwise ops: integers only, refused by binary() */                  \
     }
 
@@ -98,10 +123,31 @@ EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, con
     }
 }
 
-bool bitwise_op(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd; }
+// The integer division family (not vectorized: one division per element anyway). Returns false
+// on a division by zero. INT64_MIN / -1 wraps, as two's complement arithmetic does.
+bool divide_i64(BinaryOp op, int64_t* y, const int64_t* a, const int64_t* b, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t x = a[i], d = b[i];
+        if (d == 0) return false;
+        const int64_t q = d == -1 ? static_cast<int64_t>(0 - static_cast<uint64_t>(x)) : x / d;
+        const int64_t r = d == -1 ? 0 : x % d;
+        switch (op) {
+            case BinaryOp::kFloorDivide: y[i] = (r != 0 && ((r < 0) != (d < 0))) ? q - 1 : q; break;
+            case BinaryOp::kTruncDivide: y[i] = q; break;
+            case BinaryOp::kRemainder: y[i] = (r != 0 && ((r < 0) != (d < 0))) ? r + d : r; break;
+            case BinaryOp::kFmod: y[i] = r; break;
+            default: break;
+        }
+    }
+    return true;
+}
+
+bool division_op(BinaryOp op) { return op >= BinaryOp::kFloorDivide; }
+
+bool bitwise_op(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd && op <= BinaryOp::kBitwiseXor; }
 bool float_only_op(BinaryOp op) {
     return op == BinaryOp::kDiv || op == BinaryOp::kPow ||
-           (op >= BinaryOp::kSigmoidBackward && !bitwise_op(op));
+           (op >= BinaryOp::kSigmoidBackward && op < BinaryOp::kBitwiseAnd);
 }
 bool integer_op(BinaryOp op) { return !float_only_op(op); }
 
@@ -132,7 +178,8 @@ const char* op_name(BinaryOp op) {
     static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                   "eq", "ne", "lt", "le", "gt", "ge", "sigmoid_backward",
                                   "tanh_backward", "gelu_backward", "gelu_tanh_backward",
-                                  "softplus_backward", "bitwise_and", "bitwise_or", "bitwise_xor"};
+                                  "softplus_backward", "bitwise_and", "bitwise_or", "bitwise_xor",
+                                  "floor_divide", "trunc_divide", "remainder", "fmod"};
     return names[static_cast<int>(op)];
 }
 
@@ -159,6 +206,14 @@ Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Sca
             return unimplemented(std::string(op_name(op)) + " for complex tensors");
         default: {
             if (!integer_op(op)) return invalid_argument(std::string(op_name(op)) + " on integers");
+            if (division_op(op)) {
+                std::atomic<bool> by_zero{false};
+                run<int64_t>(loop, pool, [&](int64_t* y, const int64_t* a, const int64_t* b, int64_t n) {
+                    if (!divide_i64(op, y, a, b, n)) by_zero.store(true, std::memory_order_relaxed);
+                });
+                if (by_zero.load()) return invalid_argument("ZeroDivisionError");
+                return Status();
+            }
             int64_t al = alpha.kind == Scalar::Kind::kFloat ? static_cast<int64_t>(alpha.f) : alpha.i;
             run<int64_t>(loop, pool, [=](int64_t* y, const int64_t* a, const int64_t* b, int64_t n) { binary_i64(op, y, a, b, al, n); });
             return Status();

@@ -52,6 +52,10 @@ enum class BinaryOp : int8_t {
     // input (gelu, softplus).
     kSigmoidBackward, kTanhBackward, kGeluBackward, kGeluTanhBackward, kSoftplusBackward,
     kBitwiseAnd, kBitwiseOr, kBitwiseXor,  // integers and bool only
+    // Python's division family, PyTorch's formulas: floor division and remainder take the sign of
+    // the divisor, trunc division and fmod that of the dividend. An integer division by zero
+    // fails the kernel with "ZeroDivisionError", as on CPU.
+    kFloorDivide, kTruncDivide, kRemainder, kFmod,
 };
 
 enum class TernaryOp : int8_t {
