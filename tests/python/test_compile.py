@@ -382,3 +382,17 @@ def test_compile_log_line(monkeypatch, capfd):
     assert "ember compile graph" in err and "[inference]" in err and "cache=miss" in err
     (rec,) = torch_ember.compile_stats()
     assert rec["kernels"] >= 1 and rec["total_ms"] >= rec["compile_ms"] > 0
+
+
+def test_view_of_a_transposed_result_is_returned():
+    # The graph returns a view traced on a non-contiguous intermediate (Mamba's scan layout);
+    # the executable's contiguous result must be given the traced strides before the view.
+    def f(x):
+        y = (x * 2).transpose(1, 2).contiguous().transpose(1, 2)  # a result with transposed strides
+        return y.view(y.shape[0], -1, y.shape[-1]) if y.is_contiguous() else y.transpose(1, 2).reshape(2, -1), y
+
+    x = torch.randn(2, 3, 4, device="ember")
+    got = _compile(f)(x)
+    ref = f(x.cpu())
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a.cpu(), b)

@@ -112,21 +112,31 @@ def compile_data_dependent(gm: torch.fx.GraphModule, name: str, rec: CompileReco
     return gm
 
 
-def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None):
+def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None, depth: int = 0):
     """The graph as one executable, or as lowered pieces with library steps between them."""
     from .partition import partition
 
     tr = _translate(gm, None, rec)
     if not tr.untranslatable:
         return _whole(gm, name, rec, tr)
+    if depth > 2:
+        raise CompileError(f"ember compiler: could not split graph {name} into lowerable pieces "
+                           f"({', '.join(op for op, _, _ in tr.untranslatable)})")
     split, pieces, steps = partition(gm)
-    _check_steps(steps, rec, fallback, name)
+    if depth == 0:
+        _check_steps(steps, rec, fallback, name)
+    else:  # a piece split again: its steps join the graph's own
+        before = (list(rec.library_ops), list(rec.eager_ops))
+        _check_steps(steps, rec, fallback, name)
+        rec.library_ops, rec.eager_ops = before[0] + rec.library_ops, before[1] + rec.eager_ops
     if split is None:  # everything translated: no Python between pieces
         return _whole(gm, name, rec, tr)
     for i, sub_name in enumerate(pieces):
         sub = getattr(split, sub_name)
         piece_name = f"{name}_p{i}"
-        fn = _whole(sub, piece_name, rec)
+        # A piece is compiled like a graph of its own: a node that a constant made lowerable in the
+        # whole graph (folded there) may have become a piece input, and is split out again.
+        fn = compile_graph(sub, piece_name, rec, fallback, depth + 1)
         delattr(split, sub_name)
         setattr(split, sub_name, fn)
     return split

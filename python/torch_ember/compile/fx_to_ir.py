@@ -140,7 +140,9 @@ class Translation:
     input_to_device: list  # IR input that arrives on the CPU (a 0-d scalar) and must be moved
     input_dtypes: list  # the dtype each IR input was compiled for
     # One entry per FX output: ("exe", i) | ("arg", placeholder index) | ("const", value) |
-    # ("view", base entry, [(target, args, kwargs), ...]) replayed eagerly on the base.
+    # ("view", base entry, [(target, args, kwargs), ...], base strides) replayed eagerly on the
+    # base, which first gets the strides it had when traced (an executable's outputs are
+    # contiguous; a view traced on a transposed base would not apply to them).
     results: list = field(default_factory=list)
     tuple_output: bool = True
     num_exe_outputs: int = 0
@@ -231,7 +233,9 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
             if o in view_chains:
                 base, chain = view_chains[o]
                 replay = [(n.target, n.args[1:], dict(n.kwargs)) for n in chain]
-                return ("view", entry(base), replay)
+                bval = base.meta.get("val") if isinstance(base, torch.fx.Node) else None
+                bstrides = tuple(bval.stride()) if isinstance(bval, torch.Tensor) else None
+                return ("view", entry(base), replay, bstrides)
             v = env[o]
             return exe_output(v) if isinstance(v, Val) else ("const", v)
         return ("const", o)

@@ -30,6 +30,9 @@ class CompiledGraph:
                 dtype, sizes, strides, alias = exe.output_info(i)
                 self._alloc.append(None if alias >= 0 else (tuple(sizes), tuple(strides), dtype))
         self._simple = all(r[0] == "exe" for r in tr.results)
+        # Executable outputs that views are replayed on, with the strides they were traced with.
+        self._restride = {r[1][1]: r[3] for r in tr.results
+                          if r[0] == "view" and len(r) > 3 and r[3] is not None and r[1][0] == "exe"}
         self._exe_index = [r[1] for r in tr.results] if self._simple else None
         self._variants.setdefault(tuple(self._strides), (tr, exe))
 
@@ -56,6 +59,13 @@ class CompiledGraph:
         outs = self._outputs() if self.exe is not None else []
         if self.exe is not None:
             self.exe.run(ins, outs)
+        for i, strides in self._restride.items():
+            # The executable writes contiguous results; a view traced on a base with other
+            # strides (a transposed result) is replayed on a copy in those strides, which also
+            # stands for the base wherever it is returned, so aliasing holds.
+            o = outs[i]
+            if not _same_layout(o, strides):
+                outs[i] = torch.empty_strided(o.shape, strides, dtype=o.dtype, device=o.device).copy_(o)
         if self._simple:
             res = [outs[i] for i in self._exe_index]
         else:
@@ -79,6 +89,12 @@ class CompiledGraph:
         if kind == "const":
             return r[1]
         base = self._result(r[1], args, outs)
+        strides = r[3] if len(r) > 3 else None
+        if strides is not None and r[1][0] == "arg" and not _same_layout(base, strides):
+            # A graph input that arrives with other strides than it was traced with (a backward
+            # graph's incoming gradient, say): the traced views may not apply to its layout, so
+            # they are taken of a copy in the traced layout, as reshape would.
+            base = torch.empty_strided(base.shape, strides, dtype=base.dtype, device=base.device).copy_(base)
         for target, vargs, vkwargs in r[2]:
             base = target(base, *vargs, **vkwargs)
         return base

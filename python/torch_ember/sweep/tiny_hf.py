@@ -131,17 +131,32 @@ def _auto(task):
             "seq2seq": t.AutoModelForSeq2SeqLM, "image": t.AutoModelForImageClassification}[task]
 
 
-def build(model_type: str, task: str, attn_implementation: str = "sdpa"):
+def _break_ties(model) -> None:
+    """Parameters that start constant (zero-initialized routers and biases) make every expert or
+    key score the same, and then which of several equal candidates topk or argmax picks is not
+    specified: CPU and other devices may differ without either being wrong. A little seeded
+    noise on those parameters makes the comparison meaningful."""
+    g = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and p.is_floating_point() and bool((p == p.flatten()[0]).all()):
+                p.add_(torch.randn(p.shape, generator=g, dtype=torch.float32).to(p.dtype) * 0.02)
+
+
+def build(model_type: str, task: str, attn_implementation: str = "sdpa", break_ties: bool = True):
     config = tiny_config(model_type)
     auto = _auto(task)
     torch.manual_seed(0)
     try:
-        return auto.from_config(config, attn_implementation=attn_implementation).eval()
+        model = auto.from_config(config, attn_implementation=attn_implementation).eval()
     except ValueError as e:  # an architecture without SDPA support: its plain attention
         if "does not support an attention implementation" not in str(e):
             raise
         torch.manual_seed(0)
-        return auto.from_config(config, attn_implementation="eager").eval()
+        model = auto.from_config(config, attn_implementation="eager").eval()
+    if break_ties:
+        _break_ties(model)
+    return model
 
 
 def inputs(task: str, device, batch: int = 2, seq: int = 8, vocab: int = VOCAB, config=None) -> dict:
