@@ -93,6 +93,56 @@ EMBER_BINARY_OP(mul, BinaryOp::kMul, binary_op, true)
 EMBER_BINARY_OP(div, BinaryOp::kDiv, binary_float_op, false)
 #undef EMBER_BINARY_OP
 
+// ---- complex multiply and polar, composed from real kernels on the (re, im) views ------------
+// Rotary embeddings written with complex numbers (Llama 4, DeepSeek-V2) multiply complex
+// tensors; the elementwise engine computes real types, so the product is formed from the real
+// and imaginary parts: (a + bi)(c + di) = (ac - bd) + (ad + bc)i.
+
+// A complex product ember composes: complex64/128 with the same complex type or with a real
+// operand that does not change the result type (a Python scale factor, a real tensor).
+bool complex_pair(const at::Tensor& a, const at::Tensor& b) {
+    if (!a.is_complex() && !b.is_complex()) return false;
+    const at::Tensor& c = a.is_complex() ? a : b;
+    const auto t = c.scalar_type();
+    return (t == at::kComplexFloat || t == at::kComplexDouble) && at::result_type(a, b) == t &&
+           (a.is_privateuseone() || a.dim() == 0) && (b.is_privateuseone() || b.dim() == 0) &&
+           (a.is_privateuseone() || b.is_privateuseone());
+}
+
+// (re, im) of `t` as real views; a lazily conjugated tensor (autograd's backward of a complex
+// product passes one) is read through its base, with the imaginary part negated.
+std::pair<at::Tensor, at::Tensor> re_im(const at::Tensor& t) {
+    if (!t.is_complex()) return {t, at::Tensor()};  // a real operand: no imaginary part
+    at::Tensor r = at::view_as_real(t.is_conj() ? t.conj() : t);
+    at::Tensor im = r.select(-1, 1);
+    return {r.select(-1, 0), t.is_conj() ? at::neg(im) : im};
+}
+
+at::Tensor complex_product(const at::Tensor& a_in, const at::Tensor& b_in) {
+    c10::Device dev = a_in.is_privateuseone() ? a_in.device() : b_in.device();
+    at::Tensor a = a_in.is_privateuseone() ? a_in : a_in.to(dev);
+    at::Tensor b = b_in.is_privateuseone() ? b_in : b_in.to(dev);
+    auto [a0, a1] = re_im(a);
+    auto [b0, b1] = re_im(b);
+    at::Tensor re, im;
+    if (!a1.defined()) {  // real * complex
+        re = at::mul(a0, b0), im = at::mul(a0, b1);
+    } else if (!b1.defined()) {  // complex * real
+        re = at::mul(a0, b0), im = at::mul(a1, b0);
+    } else {
+        re = at::sub(at::mul(a0, b0), at::mul(a1, b1));
+        im = at::add(at::mul(a0, b1), at::mul(a1, b0));
+    }
+    if (re.sizes() != im.sizes()) {  // a broadcast real operand shaped only one part
+        auto shape = at::infer_size(re.sizes(), im.sizes());
+        re = re.expand(shape), im = im.expand(shape);
+    }
+    return at::stack({re, im}, -1);  // [..., 2], real
+}
+
+at::Tensor mul_complex_aware(const at::Tensor& self, const at::Tensor& other);
+at::Tensor& mul_out_complex_aware(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+
 // ---- the division family: floor_divide, div(rounding_mode=...), remainder, fmod -------------
 // Integers compute exactly (a division by zero fails like CPU's ZeroDivisionError); bool
 // inputs take the CPU path, which refuses them as the CPU does.
@@ -190,6 +240,38 @@ at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other, std::o
     bool native;
     division_out(*mode == "floor" ? BinaryOp::kFloorDivide : BinaryOp::kTruncDivide, self, other, out, native);
     return native ? out : cpu<ATEN_OP2(div, out_mode)>(self, other, mode, out);
+}
+
+at::Tensor mul_complex_aware(const at::Tensor& self, const at::Tensor& other) {
+    if (!complex_pair(self, other)) return mul_tensor(self, other);
+    return at::view_as_complex(complex_product(self, other));
+}
+
+at::Tensor& mul_out_complex_aware(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    if (!complex_pair(self, other) || out.scalar_type() != at::result_type(self, other) || !out.is_privateuseone() ||
+        out.is_conj()) {
+        return mul_out(self, other, out);
+    }
+    at::Tensor prod = complex_product(self, other);
+    resize_out(out, prod.sizes().slice(0, prod.dim() - 1));
+    at::view_as_real(out).copy_(prod);
+    return out;
+}
+
+at::Tensor& mul__complex_aware(at::Tensor& self, const at::Tensor& other) {
+    if (!complex_pair(self, other)) return mul__tensor(self, other);
+    return mul_out_complex_aware(self, other, self);
+}
+
+// polar(abs, angle) = abs cos(angle) + i abs sin(angle)
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+    bool ok = abs.scalar_type() == angle.scalar_type() && (abs.scalar_type() == at::kFloat || abs.scalar_type() == at::kDouble) &&
+              out.scalar_type() == c10::toComplexType(abs.scalar_type()) && out.is_privateuseone() && !out.is_conj();
+    if (!ok) return cpu<ATEN_OP2(polar, out)>(abs, angle, out);
+    at::Tensor parts = at::stack({at::mul(abs, at::cos(angle)), at::mul(abs, at::sin(angle))}, -1);
+    resize_out(out, parts.sizes().slice(0, parts.dim() - 1));
+    at::view_as_real(out).copy_(parts);
+    return out;
 }
 
 #define EMBER_MINMAX_OP(name, kOp)                                                               \
@@ -575,9 +657,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("sub.Tensor", sub_tensor);
     m.impl("sub_.Tensor", sub__tensor);
     m.impl("sub.out", sub_out);
-    m.impl("mul.Tensor", mul_tensor);
-    m.impl("mul_.Tensor", mul__tensor);
-    m.impl("mul.out", mul_out);
+    m.impl("mul.Tensor", mul_complex_aware);
+    m.impl("mul_.Tensor", mul__complex_aware);
+    m.impl("mul.out", mul_out_complex_aware);
+    m.impl("polar.out", polar_out);
     m.impl("div.Tensor", div_tensor);
     m.impl("div_.Tensor", div__tensor);
     m.impl("div.out", div_out);

@@ -156,13 +156,16 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     positions, strides_used, to_device, dtypes = [], [], [], []
     ir_input_of = {}  # placeholder index -> IR input index
+    untranslatable = []
     for i, p in enumerate(placeholders):
         val = p.meta.get("val")
         if isinstance(val, torch.Tensor):
             strides = list(input_strides[i]) if input_strides and input_strides[i] is not None \
                 else list(val.stride())
             if val.dtype not in SUPPORTED_DTYPES:
-                raise CompileError(f"ember cannot compile graph input {p.name} of dtype {val.dtype}")
+                # A complex input, say: the IR may carry it, no lowering accepts it, so the nodes
+                # that use it become library steps (or are refused if they have no ember kernel).
+                untranslatable.append(("input", "", f"graph input {p.name} of dtype {val.dtype}"))
             b.source = ""
             env[p] = b.input(val.dtype, list(val.shape), strides, p.name)
             ir_input_of[i] = len(positions)
@@ -188,7 +191,6 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
                 base = base.args[0]
             view_chains[o] = (base, list(reversed(chain)))
 
-    untranslatable = []
     ph_index = {p: i for i, p in enumerate(placeholders)}
     fx_nodes = 0
     num_marked = 0  # IR outputs so far: in-place (alias) outputs come first

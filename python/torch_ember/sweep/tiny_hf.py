@@ -17,9 +17,13 @@ VOCAB = 99
 _SIZES = {
     "hidden_size": 32, "d_model": 32, "n_embd": 32, "embed_dim": 32, "dim": 32, "hidden_dim": 32,
     "word_embed_proj_dim": 32, "embedding_size": 32, "projection_dim": 32, "proj_size": 32,
-    "intermediate_size": 37, "ffn_dim": 37, "d_ff": 37, "n_inner": 37, "encoder_ffn_dim": 37,
-    "decoder_ffn_dim": 37, "mlp_dim": 37, "ffn_hidden_size": 37, "moe_intermediate_size": 16,
+    # Feed-forward sizes stay multiples of 16 bytes: grouped GEMMs on the CPU require it.
+    "intermediate_size": 48, "ffn_dim": 48, "d_ff": 48, "n_inner": 48, "encoder_ffn_dim": 48,
+    "decoder_ffn_dim": 48, "mlp_dim": 48, "ffn_hidden_size": 48, "moe_intermediate_size": 16,
     "shared_expert_intermediate_size": 16,
+    # Multi-head latent attention (DeepSeek family), as its own tests shrink it.
+    "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8,
+    "rotary_dim": 4, "mamba_n_heads": 4,
     "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "n_layers": 2, "encoder_layers": 2,
     "decoder_layers": 2, "num_decoder_layers": 2, "num_encoder_layers": 2,
     "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4, "encoder_attention_heads": 4,
@@ -36,6 +40,7 @@ _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_tok
 OVERRIDES = {
     "roberta": dict(pad_token_id=1), "xlm-roberta": dict(pad_token_id=1), "camembert": dict(pad_token_id=1),
     "bloom": dict(n_layer=2, n_head=4), "gpt2": dict(n_positions=128),
+    "mamba2": dict(num_heads=8, head_dim=8),
 }
 TASKS = ("causal", "masked", "seq2seq", "image")
 
@@ -92,8 +97,10 @@ def _tiny_kwargs(cls) -> dict:
             kw[name] = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}.get(name, 3)
         if name == "vocab_size":
             kw[name] = VOCAB
-        if name == "layer_types":
+        if name == "layer_types" and isinstance(default, (list, tuple)):
             kw[name] = None  # derived from the layer count at construction
+    if "kv_lora_rank" in fields and "num_key_value_heads" in kw:  # latent attention: one kv head per head
+        kw["num_key_value_heads"] = kw.get("num_attention_heads", 4)
     return {k: v for k, v in kw.items() if k in fields}
 
 
