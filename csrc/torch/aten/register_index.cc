@@ -239,6 +239,20 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
     return histc_out(self, bins, min, max, out);
 }
 
+// ---- eye ----------------------------------------------------------------------------------------
+
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+    TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+    TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+    if (!plain_dtype(out.scalar_type())) return cpu<ATEN_OP2(eye, m_out)>(n, m, out);
+    resize_out(out, {n, m});
+    out.zero_();
+    if (n > 0 && m > 0) out.diagonal().fill_(1);
+    return out;
+}
+
+at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
+
 // ---- arange -----------------------------------------------------------------------------------
 
 at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& out) {
@@ -275,6 +289,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("eye.out", eye_out);
+    m.impl("eye.m_out", eye_m_out);
     m.impl("histc", histc);
     m.impl("histc.out", histc_out);
     m.impl("cat", cat);

@@ -5,12 +5,15 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "glue.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/linalg/triangular.h"
 
 namespace ember::torch_glue {
 namespace {
@@ -135,9 +138,55 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
     return add_product_out(self, a, b, beta, alpha, self, 3);
 }
 
+// ---- triangular solve ---------------------------------------------------------------------------
+
+// torch.linalg.solve_triangular: A X = B (left) or X A = B (right, solved as A^T X^T = B^T), with
+// batch dims broadcast. float32/float64 on ember; anything else takes the CPU path.
+at::Tensor& solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unitriangular,
+                                 at::Tensor& out) {
+    const auto t = A.scalar_type();
+    bool ok = (t == at::kFloat || t == at::kDouble) && B.scalar_type() == t && out.scalar_type() == t &&
+              A.dim() >= 2 && B.dim() >= 2 && on_device(A.device(), B) && A.is_privateuseone() &&
+              A.size(-1) == A.size(-2) && out.is_privateuseone() && !A.is_conj() && !B.is_conj();
+    if (ok) ok = left ? B.size(-2) == A.size(-1) : B.size(-1) == A.size(-1);
+    if (!ok) return cpu<ATEN_OP2(linalg_solve_triangular, out)>(A, B, upper, left, unitriangular, out);
+    const int64_t n = A.size(-1);
+    auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+    std::vector<int64_t> out_shape(batch.begin(), batch.end());
+    out_shape.push_back(B.size(-2));
+    out_shape.push_back(B.size(-1));
+    resize_out(out, out_shape, {&A, &B});
+    if (out.numel() == 0) return out;
+    int64_t bp = c10::multiply_integers(batch);
+    std::vector<int64_t> a_shape(batch.begin(), batch.end());
+    a_shape.push_back(n);
+    a_shape.push_back(n);
+    // A batch of one broadcasts without a copy per system.
+    at::Tensor a = c10::multiply_integers(A.sizes().slice(0, A.dim() - 2)) == 1
+                       ? A.reshape({1, n, n}).contiguous()
+                       : A.expand(a_shape).contiguous().view({bp, n, n});
+    at::Tensor b = B.expand(out_shape).reshape({bp, B.size(-2), B.size(-1)});
+    if (!left) b = b.transpose(1, 2);  // X A = B  <=>  A^T X^T = B^T
+    at::Tensor x = b.contiguous().clone(at::MemoryFormat::Contiguous);
+    kernels::TensorView xv = view_of(x), av = view_of(a);
+    queue(x, "linalg_solve_triangular", [xv, av, upper, unitriangular, left](runtime::ThreadPool* p) {
+        return kernels::solve_triangular(xv, av, xv, upper, unitriangular, !left, p);
+    });
+    at::Tensor result = left ? x.view(out_shape) : x.transpose(1, 2).reshape(out_shape);
+    out.copy_(result);
+    return out;
+}
+
+at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unitriangular) {
+    at::Tensor out = at::empty({0}, B.options().dtype(at::result_type(A, B)));
+    return solve_triangular_out(A, B, upper, left, unitriangular, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("linalg_solve_triangular", solve_triangular);
+    m.impl("linalg_solve_triangular.out", solve_triangular_out);
     m.impl("mm", mm);
     m.impl("mm.out", mm_out);
     m.impl("bmm", bmm);

@@ -123,7 +123,29 @@ def _tiny(cls, model_type: str | None = None):
                     pass  # keep that part's defaults
     if model_type is not None:
         kw.update(OVERRIDES.get(model_type, {}))
-    return cls(**kw)
+    config = cls(**kw)
+    return _keep_every_layer_type(cls, kw, config)
+
+
+def _keep_every_layer_type(cls, kw, config):
+    """Hybrid models (linear and full attention, sliding and global) derive their per-layer pattern
+    from the layer count; two layers may then all be of one kind, which leaves the other kind
+    untested or the model unable to run. Give the reduced model one layer of each kind."""
+    small = getattr(config, "layer_types", None)
+    if not isinstance(small, (list, tuple)) or "layer_types" not in _fields(cls):
+        return config
+    try:
+        full = getattr(cls(), "layer_types", None) or []
+    except Exception:
+        return config
+    kinds = list(dict.fromkeys(full))
+    if len(kinds) < 2 or set(small) >= set(kinds):
+        return config
+    layers = {name: len(kinds) for name in ("num_hidden_layers", "num_layers") if name in kw}
+    try:
+        return cls(**{**kw, **layers, "layer_types": kinds})
+    except Exception:
+        return config
 
 
 def tiny_config(model_type: str):
