@@ -134,3 +134,33 @@ def test_int32_indices_for_embedding_and_index_select(native_only):
     torch.testing.assert_close(we.grad.cpu(), wc.grad)
     torch.testing.assert_close(torch.index_select(w.to("ember"), 0, ids[0].to("ember")).cpu(),
                                torch.index_select(w, 0, ids[0]))
+
+
+def test_several_index_tensors_read_and_write(native_only):
+    # x[rows, cols] (MoE slots, FlexAttention's dense block masks): consecutive index tensors,
+    # broadcast together, negative ones wrapping; reads, writes and accumulation.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 6, 3, generator=g)
+    rows = torch.tensor([[0], [4], [-1]])
+    cols = torch.tensor([1, -2, 5, 0])
+    xe = x.to("ember")
+    torch.testing.assert_close(xe[rows.to("ember"), cols.to("ember")].cpu(), x[rows, cols])
+    torch.testing.assert_close(xe[:, cols.to("ember")[:2], torch.tensor([0, 2]).to("ember")].cpu(),
+                               x[:, cols[:2], torch.tensor([0, 2])])
+    vals = torch.randn(3, 4, 3, generator=g)
+    a, b = x.clone(), xe.clone()
+    a[rows, cols] = vals
+    b[rows.to("ember"), cols.to("ember")] = vals.to("ember")
+    torch.testing.assert_close(b.cpu(), a)
+    r1, c1 = torch.tensor([0, 0, 1]), torch.tensor([2, 2, 3])
+    a.index_put_((r1, c1), torch.ones(3, 3), accumulate=True)
+    b.index_put_((r1.to("ember"), c1.to("ember")), torch.ones(3, 3, device="ember"), accumulate=True)
+    torch.testing.assert_close(b.cpu(), a)
+
+
+def test_several_index_tensors_out_of_range():
+    x = torch.zeros(4, 4, device="ember")
+    # Column 4 is out of range even though row 0, column 4 would be a valid flat offset.
+    with pytest.raises(RuntimeError, match="index out of bounds"):
+        x[torch.tensor([0], device="ember"), torch.tensor([4], device="ember")] = 1.0
+        torch.ember.synchronize()

@@ -138,7 +138,7 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
     return out;
 }
 
-// ---- advanced indexing: one index tensor ----------------------------------------------------
+// ---- advanced indexing: one index tensor, or several over consecutive dims ---------------------
 
 // The one advanced index of `indices` and its dimension, as a 1-d int64 position list over
 // `flat` (self with the indexed dims merged). Returns false for forms handled by the fallback.
@@ -149,15 +149,55 @@ struct OneIndex {
     at::Tensor flat;                    // self viewed with the indexed dims merged into `dim`
 };
 
+// Several integer index tensors over consecutive dims (x[rows, cols]) select like one index over
+// those dims merged: the position is the row-major offset of the (wrapped) indices. Each index
+// is checked against its own dim on the device (an out-of-range one would otherwise land in a
+// neighbouring row), and the failure surfaces at the next synchronizing call, as on CUDA.
+bool consecutive_indices(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                         std::vector<int64_t>& dims, OneIndex& r) {
+    const int64_t first = dims.front(), m = static_cast<int64_t>(dims.size());
+    if (dims.back() - first + 1 != m || first + m > self.dim()) return false;
+    std::vector<at::Tensor> idx;
+    for (int64_t d : dims) {
+        const at::Tensor t = *indices.get(d);
+        if ((t.scalar_type() != at::kLong && t.scalar_type() != at::kInt) || !on_device(self.device(), t)) return false;
+        idx.push_back(t.to(at::kLong));
+    }
+    const auto sizes = self.sizes();
+    at::Tensor lin;
+    int64_t stride = 1;
+    for (int64_t j = m - 1; j >= 0; --j) {
+        const int64_t n = sizes[first + j];
+        at::Tensor i = idx[static_cast<size_t>(j)];
+        at::_assert_async(at::logical_not(at::logical_or(i.lt(-n), i.ge(n)).any()),
+                          "index out of bounds: an index is outside its dimension");
+        at::Tensor w = at::where(i.lt(0), i.add(n), i);
+        at::Tensor term = stride == 1 ? w : w.mul(stride);
+        lin = lin.defined() ? term.add(lin) : term;
+        stride *= n;
+    }
+    std::vector<int64_t> bshape(lin.sizes().begin(), lin.sizes().end());
+    r.positions = lin.reshape({-1}).contiguous();
+    std::vector<int64_t> flat_shape(sizes.begin(), sizes.begin() + first);
+    flat_shape.push_back(stride);
+    flat_shape.insert(flat_shape.end(), sizes.begin() + first + m, sizes.end());
+    r.flat = self.view(flat_shape);
+    r.result_shape = std::vector<int64_t>(sizes.begin(), sizes.begin() + first);
+    r.result_shape.insert(r.result_shape.end(), bshape.begin(), bshape.end());
+    r.result_shape.insert(r.result_shape.end(), sizes.begin() + first + m, sizes.end());
+    r.dim = first;
+    return true;
+}
+
 bool one_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, OneIndex& r) {
-    int64_t found = -1;
+    std::vector<int64_t> defined;
     for (size_t k = 0; k < indices.size(); ++k) {
         const std::optional<at::Tensor> t = indices.get(k);
-        if (!t.has_value() || !t->defined()) continue;
-        if (found >= 0) return false;
-        found = static_cast<int64_t>(k);
+        if (t.has_value() && t->defined()) defined.push_back(static_cast<int64_t>(k));
     }
-    if (found < 0 || !self.is_contiguous() || self.dim() == 0) return false;
+    if (defined.empty() || !self.is_contiguous() || self.dim() == 0) return false;
+    if (defined.size() > 1) return consecutive_indices(self, indices, defined, r);
+    const int64_t found = defined.front();
     const at::Tensor idx = *indices.get(found);
     if (!on_device(self.device(), idx)) return false;
     const auto sizes = self.sizes();

@@ -73,8 +73,15 @@ def eager_route(target) -> str:
     return _eager_route_of(name) if name else "fallback"
 
 
+# Higher-order ops whose device-generic implementation runs on ember tensors (FlexAttention's
+# math reference, forward and backward): they are library steps of a compiled graph.
+EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward"})
+
+
 def runs_eagerly_on_ember(target) -> bool:
     """True when eager mode serves the op without sending it to the CPU fallback itself."""
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return target.name() in EAGER_HIGHER_ORDER
     return eager_route(target) in ("native", "composite")
 
 

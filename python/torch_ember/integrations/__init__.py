@@ -1,7 +1,8 @@
-"""Make training libraries treat ember like the accelerators they know.
+"""Make training libraries (and PyTorch's own device allowlists) treat ember like the
+accelerators they know.
 
 Hugging Face accelerate/Trainer and Lightning choose devices and allow mixed precision from
-hard-coded device lists. Importing torch_ember installs narrow patches for them: each runs
+hard-coded device lists; PyTorch's FlexAttention admits a fixed set of device types. Importing torch_ember installs narrow patches for them: each runs
 when its library is first imported (or at once if it already is), changes one decision for
 ember devices only, and leaves every other device's path untouched. docs/integrations.md says
 what each patch changes and why.
@@ -25,6 +26,7 @@ _PATCHES = {
     "transformers.training_args": ("_transformers", "patch_training_args"),
     "lightning.pytorch.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
     "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
+    "torch.nn.attention.flex_attention": ("_flex_attention", "patch_flex_attention"),
 }
 _done = set()
 _lock = threading.Lock()
