@@ -569,33 +569,6 @@ at::Tensor isnan_fn(const at::Tensor& self) {
     return ne_tensor(self, self);
 }
 
-// logical_and/or/xor and logical_not: truth values (x != 0) combined as bools, then written in
-// out's dtype (bool unless an out= says otherwise), as PyTorch does.
-at::Tensor truth(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t : ne_scalar(t, 0); }
-
-template <int kOp>  // 0 and, 1 or, 2 xor
-at::Tensor& logical_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-    if (at::isComplexType(self.scalar_type()) || at::isComplexType(other.scalar_type()) ||
-        !plain_dtype(out.scalar_type())) {
-        constexpr auto* fallback = kOp == 0 ? &cpu<ATEN_OP2(logical_and, out), const at::Tensor&, const at::Tensor&, at::Tensor&>
-                                   : kOp == 1 ? &cpu<ATEN_OP2(logical_or, out), const at::Tensor&, const at::Tensor&, at::Tensor&>
-                                   : &cpu<ATEN_OP2(logical_xor, out), const at::Tensor&, const at::Tensor&, at::Tensor&>;
-        return fallback(self, other, out);
-    }
-    at::Tensor a = truth(self), b = truth(other);
-    at::Tensor r = kOp == 0 ? at::bitwise_and(a, b) : kOp == 1 ? at::bitwise_or(a, b) : at::ne(a, b);
-    resize_out(out, r.sizes());
-    return out.copy_(r);
-}
-
-at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
-    if (at::isComplexType(self.scalar_type()) || !plain_dtype(out.scalar_type()))
-        return cpu<ATEN_OP2(logical_not, out)>(self, out);
-    at::Tensor r = eq_scalar(self, 0);
-    resize_out(out, r.sizes());
-    return out.copy_(r);
-}
-
 // clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN in x or a bound propagates, and lo > hi
 // gives hi, both as in PyTorch.
 at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
@@ -640,10 +613,6 @@ at::Tensor& clamp__fn(at::Tensor& self, const std::optional<c10::Scalar>& min,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("isnan", isnan_fn);
-    m.impl("logical_and.out", logical_out<0>);
-    m.impl("logical_or.out", logical_out<1>);
-    m.impl("logical_xor.out", logical_out<2>);
-    m.impl("logical_not.out", logical_not_out);
     m.impl("isposinf", isposinf_fn);
     m.impl("isposinf.out", isposinf_out);
     m.impl("isneginf", isneginf_fn);
