@@ -395,3 +395,20 @@ def test_out_aliasing_an_input_is_refused(op):
         torch.tensor([0, 1, 2, 3], device="ember")
     with pytest.raises(RuntimeError, match="refer to a single memory location"):
         torch.gather(x, 1, idx, out=x) if op == "gather" else torch.index_select(x, 0, idx, out=x)
+
+
+def test_gelu_rejects_unknown_approximation_like_cpu():
+    with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
+        torch.nn.functional.gelu(torch.randn(3, device="ember"), approximate="asdf")
+
+
+@pytest.mark.parametrize("op", ["addmm_", "baddbmm_", "conj_physical_"])
+def test_complex_in_place_ops_match_cpu(op):
+    g = torch.Generator().manual_seed(0)
+    c = lambda *s: torch.randn(*s, dtype=torch.complex64, generator=g)  # noqa: E731
+    args = {"addmm_": ((3, 3), (3, 4), (4, 3)), "baddbmm_": ((2, 3, 3), (2, 3, 4), (2, 4, 3)),
+            "conj_physical_": ((5,),)}[op]
+    ts = [c(*s) for s in args]
+    ref = getattr(ts[0].clone(), op)(*ts[1:])
+    got = getattr(ts[0].to("ember"), op)(*[t.to("ember") for t in ts[1:]])
+    torch.testing.assert_close(got.cpu(), ref)

@@ -124,6 +124,22 @@ at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& hi, at::Ten
     return at::clamp_out(out, self, std::nullopt, hi);
 }
 
+// ---- conj_physical: negate the imaginary part in place (real tensors are their own conjugate) --
+
+at::Tensor& conj_physical_inplace(at::Tensor& self) {
+    if (!self.is_complex()) return self;
+    at::view_as_real(self).select(-1, 1).neg_();
+    return self;
+}
+
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
+    if (!self.is_complex() || out.scalar_type() != self.scalar_type() || !out.is_privateuseone() || self.is_conj())
+        return cpu<ATEN_OP2(conj_physical, out)>(self, out);
+    resize_out(out, self.sizes(), {});
+    if (!out.is_same(self)) at::view_as_real(out).copy_(at::view_as_real(self));
+    return conj_physical_inplace(out);
+}
+
 // ---- _efficientzerotensor: autograd's "zero gradient" (sgn, torch.func) -------------------------
 // CUDA returns a ZeroTensor that owns no memory; ember returns real zeros, which every op reads
 // the same way (at the cost of the memory).
@@ -137,6 +153,8 @@ at::Tensor efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarT
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_efficientzerotensor", efficientzerotensor);
+    m.impl("conj_physical_", conj_physical_inplace);
+    m.impl("conj_physical.out", conj_physical_out);
     m.impl("logical_and.out", logical_and_out);
     m.impl("logical_or.out", logical_or_out);
     m.impl("logical_xor.out", logical_xor_out);

@@ -453,6 +453,7 @@ EMBER_UNARY_OP(sign, UnaryOp::kSign, unary_op, true)
 // forms from them for every backend.
 
 at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+    TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
     auto iter = TensorIterator::unary_op(out, self);
     if (!native_compute(iter, false)) return cpu<ATEN_OP2(gelu, out)>(self, approximate, out);
     queue_unary(approximate == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGelu, iter);

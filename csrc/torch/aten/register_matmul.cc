@@ -118,6 +118,7 @@ at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Te
 
 at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                    const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(addmm_)>(self, a, b, beta, alpha);
     return add_product_out(self, a, b, beta, alpha, self, 2);
 }
 
@@ -130,11 +131,13 @@ at::Tensor baddbmm(const at::Tensor& input, const at::Tensor& a, const at::Tenso
 
 at::Tensor& baddbmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                         const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP2(baddbmm, out)>(input, a, b, beta, alpha, out);
     return add_product_out(input, a, b, beta, alpha, out, 3);
 }
 
 at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                      const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(baddbmm_)>(self, a, b, beta, alpha);
     return add_product_out(self, a, b, beta, alpha, self, 3);
 }
 
