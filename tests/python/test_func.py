@@ -1,0 +1,46 @@
+"""torch.func transforms and torch.export on ember models, natively, against the CPU."""
+import copy
+
+import pytest
+import torch
+from torch.func import functional_call, grad, hessian, jacrev, vmap
+
+import torch_ember  # noqa: F401
+
+
+@pytest.fixture
+def models():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    return m, copy.deepcopy(m).to("ember"), torch.randn(5, 4)
+
+
+def _loss(params, model, x):
+    return functional_call(model, params, (x,)).square().sum()
+
+
+TRANSFORMS = {
+    "grad": lambda mod, x: grad(_loss)(dict(mod.named_parameters()), mod, x),
+    "vmap_grad": lambda mod, x: vmap(grad(lambda xi: mod(xi).sum()))(x),
+    "jacrev": lambda mod, x: jacrev(lambda xi: mod(xi))(x[0]),
+    "hessian": lambda mod, x: hessian(lambda xi: mod(xi).sum())(x[0]),
+    "per_sample_grads": lambda mod, x: vmap(grad(_loss), in_dims=(None, None, 0))(dict(mod.named_parameters()),
+                                                                                   mod, x[:, None]),
+}
+
+
+def _flat(t):
+    return torch.cat([v.flatten().cpu() for v in (t.values() if isinstance(t, dict) else [t])])
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_func_transform_matches_cpu(name, models, native_only):
+    m, me, x = models
+    torch.testing.assert_close(_flat(TRANSFORMS[name](me, x.to("ember"))), _flat(TRANSFORMS[name](m, x)),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_export_runs_on_ember(models):
+    m, me, x = models
+    ep = torch.export.export(me, (x.to("ember"),))
+    torch.testing.assert_close(ep.module()(x.to("ember")).cpu(), m(x), rtol=1e-5, atol=1e-6)
