@@ -17,6 +17,8 @@ COMMANDS = {
               "sweep Hugging Face architectures (models): built tiny, eager and compiled, against CPU"),
     "profile": ("torch_ember.profiler.run",
                 "run a script under the ember profiler: trace file and summary"),
+    "upstream": ("torch_ember.upstream.run",
+                 "run PyTorch's device-generic test files on ember (needs a PyTorch source tree)"),
 }
 
 

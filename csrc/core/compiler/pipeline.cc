@@ -1,5 +1,10 @@
 #include "compiler/pipeline.h"
 
+#include <dlfcn.h>
+
+#include <fstream>
+#include <vector>
+
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -16,6 +21,33 @@
 #endif
 
 namespace ember::compiler {
+
+namespace {
+
+// The compiler's own code, as built: a hash of the binary that holds this function (the
+// extension module, or the test binary). A cached executable is only trusted from the very
+// same compiler, so any rebuild (a codegen fix, say) invalidates what older builds cached, even
+// while kCompilerVersion stays the same.
+const std::string& build_fingerprint() {
+    static const std::string fp = [] {
+        Dl_info info{};
+        if (dladdr(reinterpret_cast<void*>(&build_fingerprint), &info) == 0 || info.dli_fname == nullptr)
+            return std::string("unknown build");
+        std::ifstream f(info.dli_fname, std::ios::binary);
+        if (!f) return std::string("unknown build");
+        Sha256 h;
+        std::vector<char> buf(1 << 20);
+        while (f) {
+            f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+            h.update(std::string_view(buf.data(), static_cast<size_t>(f.gcount())));
+        }
+        const auto d = h.digest();
+        return to_hex(d.data(), d.size());
+    }();
+    return fp;
+}
+
+}  // namespace
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -94,6 +126,7 @@ StatusOr<std::shared_ptr<const Executable>> compile(const Graph& graph, const Co
     if (cached) {
         Sha256 h;
         h.update(kCompilerVersion);
+        h.update(build_fingerprint());
         h.update(jit::host_fingerprint());
         h.update(graph.serialize());
         // Source lines do not change the code, but the stored plan labels its steps with them

@@ -222,6 +222,11 @@ void idx_out(std::string& out, const Kernel& k, int id) {
     switch (x.kind) {
         case Idx::kVar: out += 'v'; out += std::to_string(x.a); return;
         case Idx::kConst: out += std::to_string(x.a); return;
+        case Idx::kShift:
+            out += "clamp(";
+            idx_out(out, k, static_cast<int>(x.a));
+            out += "-" + std::to_string(x.b) + ",0," + std::to_string(x.c) + ")";
+            return;
         case Idx::kAdd:
             out += '(';
             idx_out(out, k, static_cast<int>(x.a));
@@ -262,6 +267,9 @@ void dump_kernel(std::ostringstream& os, const Kernel& k) {
             case Expr::kLoad: os << "load b" << x.buffer << "[" << idx_str(k, x.addr) << "] " << kernels::dtype_name(x.dtype); break;
             case Expr::kConst: os << "const " << (x.cls == Cls::kF32 || x.cls == Cls::kF64 ? std::to_string(x.f) : std::to_string(x.i)); break;
             case Expr::kReduced: os << "reduced r" << x.reduction; break;
+            case Expr::kInRange:
+                os << "in_range " << idx_str(k, x.addr) << " [" << x.lo << "," << x.hi << ") step " << x.step;
+                break;
             case Expr::kOp:
                 os << op_name(x.op);
                 for (int a : x.args) if (a >= 0) os << " e" << a;

@@ -34,14 +34,18 @@ inline bool is_float_cls(Cls c) { return c == Cls::kF32 || c == Cls::kF64; }
 
 // Index expression over the domain variables. Vars 0..outer-1 are the outer dims, then inner.
 struct Idx {
-    enum Kind : uint8_t { kVar, kConst, kAdd, kMul, kDiv, kMod } kind = kConst;
+    // kShift: clamp(a - b, 0, c), the source index of a padded dim (clamped so that a masked-off
+    // element still addresses memory inside the buffer).
+    enum Kind : uint8_t { kVar, kConst, kAdd, kMul, kDiv, kMod, kShift } kind = kConst;
     int64_t a = 0;   // kVar: var; kConst: value; others: operand idx id
-    int64_t b = 0;   // kAdd: operand idx id; kMul/kDiv/kMod: constant
+    int64_t b = 0;   // kAdd: operand idx id; kMul/kDiv/kMod: constant; kShift: the shift
     int64_t hi = 1;  // exclusive upper bound of the value (for simplification)
+    int64_t c = 0;   // kShift: the clamp's upper bound (inclusive)
 };
 
 struct Expr {
-    enum Kind : uint8_t { kLoad, kConst, kOp, kReduced } kind = kConst;
+    // kInRange: idx `addr` lies in [lo, hi) on the grid lo + k * step (a padded dim's real part).
+    enum Kind : uint8_t { kLoad, kConst, kOp, kReduced, kInRange } kind = kConst;
     Op op = Op::kAdd;
     Cls cls = Cls::kF32;
     int args[3] = {-1, -1, -1};
@@ -51,6 +55,7 @@ struct Expr {
     double f = 0;                   // kConst
     int64_t i = 0;                  // kConst (integer classes)
     int reduction = -1;             // kReduced
+    int64_t lo = 0, hi = 0, step = 1;  // kInRange
 };
 
 struct Store {

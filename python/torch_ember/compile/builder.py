@@ -101,6 +101,24 @@ class Builder:
     def full(self, sizes, value, dtype) -> Val:
         return self.op("full", [], floats=[float(value)], dtype=dtype, sizes=sizes)
 
+    def pad(self, x, spec, value=0.0) -> Val:
+        """spec: one (lo, hi, step) per dim of x: element i lands at lo + i * step, the rest is
+        `value` (an index map the compiler fuses as masked loads)."""
+        ints = [int(v) for lohistep in spec for v in lohistep]
+        if all(s == (0, 0, 1) for s in map(tuple, spec)):
+            return x
+        return self.op("pad", [x], ints=ints, floats=[float(value)])
+
+    def placed(self, x, dim, size, start, step=1) -> tuple:
+        """x placed along `dim` of a tensor whose size there is `size`, from `start` every `step`:
+        (the padded x, a bool mask of where x landed)."""
+        sizes = self.sizes(x)
+        n = sizes[dim]
+        spec = [(0, 0, 1)] * len(sizes)
+        spec[dim] = (start, size - (start + (n - 1) * step + 1) if n else size - start, step)
+        mask = self.pad(self.full(sizes, 1, torch.bool), spec, 0)
+        return self.pad(x, spec, 0), mask
+
     def reduce(self, name, x, dims, keepdim) -> Val:
         return self.op(name, [x], ints=[1 if keepdim else 0, *dims])
 

@@ -296,44 +296,65 @@ def _unbind(b, node, x, dim=0):
 
 @lowers(aten.cat.default)
 def _cat(b, node, tensors, dim=0):
-    # Equal-sized pieces (rotary's halves, stacked heads) are a stack and a reshape: stack = a
-    # select between broadcasts of the pieces on a new axis. Unequal sizes would need a pad op.
-    tensors = [t for t in tensors if 0 not in b.sizes(t)]
-    if not tensors:  # every piece is empty: so is the result
-        return b.full(list(meta(node).shape), 0, meta(node).dtype)
-    if len(tensors) == 1:
-        return b.cast(tensors[0], meta(node).dtype)
-    sizes = b.sizes(tensors[0])
-    dim = _dim(dim, len(sizes))
-    if any(b.sizes(t) != sizes for t in tensors):
-        raise Unsupported("cat of pieces with different sizes")
-    k = len(tensors)
+    # Each piece is placed in the result by a pad (an index map with masked loads, fused), and a
+    # chain of selects takes, at every position, the piece that covers it.
     dt = meta(node).dtype
-    target = sizes[:dim] + [k] + sizes[dim:]
-    index = b.constant(torch.arange(k).reshape([k] + [1] * (len(sizes) - dim)))
-    out = b.expand(b.unsqueeze(b.cast(tensors[-1], dt), dim), target)
-    for i in range(k - 2, -1, -1):
-        piece = b.expand(b.unsqueeze(b.cast(tensors[i], dt), dim), target)
-        out = b.where(b.binary("eq", index, i), piece, out)
-    return b.reshape(out, list(meta(node).shape))
+    ref = next((t for t in tensors if b.sizes(t) != [0]), None)  # legacy empty 1-d pieces skip
+    if ref is None:
+        return b.full(list(meta(node).shape), 0, dt)
+    dim = _dim(dim, len(b.sizes(ref)))
+    tensors = [b.cast(t, dt) for t in tensors if b.sizes(t) != [0] and b.sizes(t)[dim] > 0]
+    if not tensors:
+        return b.full(list(meta(node).shape), 0, dt)
+    if len(tensors) == 1:
+        return tensors[0]
+    total = sum(b.sizes(t)[dim] for t in tensors)
+    offsets, off = [], 0
+    for t in tensors:
+        offsets.append(off)
+        off += b.sizes(t)[dim]
+    out, _ = b.placed(tensors[-1], dim, total, offsets[-1])
+    for t, start in zip(reversed(tensors[:-1]), reversed(offsets[:-1])):
+        piece, mask = b.placed(t, dim, total, start)
+        out = b.where(mask, piece, out)
+    return out
+
+
+@lowers(aten.constant_pad_nd.default)
+def _constant_pad_nd(b, node, x, pad, value=0):
+    sizes = b.sizes(x)
+    rank = len(sizes)
+    if len(pad) % 2 or len(pad) // 2 > rank:
+        raise Unsupported("pad list")
+    spec = [[0, 0, 1] for _ in range(rank)]
+    for i in range(len(pad) // 2):  # pairs from the last dim backwards
+        d = rank - 1 - i
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        if lo < 0 or hi < 0:  # negative padding crops
+            size = b.sizes(x)[d]
+            x = b.slice(x, d, max(0, -lo), max(max(0, -lo), size - max(0, -hi)), 1)
+        spec[d] = [max(lo, 0), max(hi, 0), 1]
+    return b.pad(x, spec, value)
 
 
 @lowers(aten.slice_scatter.default)
 def _slice_scatter(b, node, x, src, dim=0, start=None, end=None, step=1):
-    # The case backward passes produce (the gradient of one of k equal slices, as in cat's and
-    # rotary's backward): view x as k chunks and select the chunk that src replaces.
     sizes = b.sizes(x)
     dim = _dim(dim, len(sizes))
     start, end, step = _norm_slice(sizes[dim], start, end, step)
-    n = end - start
-    if step != 1 or n == 0 or sizes[dim] % n or start % n:
-        raise Unsupported("slice_scatter other than one of equal chunks")
-    k = sizes[dim] // n
-    chunked = sizes[:dim] + [k, n] + sizes[dim + 1:]
-    index = b.constant(torch.arange(k).reshape([k] + [1] * (len(sizes) - dim)))
-    piece = b.expand(b.unsqueeze(b.cast(src, b.dtype(x)), dim), chunked)
-    out = b.where(b.binary("eq", index, start // n), piece, b.reshape(x, chunked))
-    return b.reshape(out, sizes)
+    if b.sizes(src)[dim] == 0:
+        return x
+    piece, mask = b.placed(b.cast(src, b.dtype(x)), dim, sizes[dim], start, step)
+    return b.where(mask, piece, x)
+
+
+@lowers(aten.select_scatter.default)
+def _select_scatter(b, node, x, src, dim, index):
+    sizes = b.sizes(x)
+    dim = _dim(dim, len(sizes))
+    index = index + sizes[dim] if index < 0 else index
+    piece, mask = b.placed(b.cast(b.unsqueeze(src, dim), b.dtype(x)), dim, sizes[dim], index)
+    return b.where(mask, piece, x)
 
 
 @lowers(aten.stack.default)

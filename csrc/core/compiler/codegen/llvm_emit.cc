@@ -333,6 +333,12 @@ Value* KernelEmitter::eval_idx(int i) {
         case Idx::kMul: r = b_.CreateMul(eval_idx(static_cast<int>(x.a)), ci64(x.b), "", true, true); break;
         case Idx::kDiv: r = b_.CreateUDiv(eval_idx(static_cast<int>(x.a)), ci64(x.b)); break;
         case Idx::kMod: r = b_.CreateURem(eval_idx(static_cast<int>(x.a)), ci64(x.b)); break;
+        case Idx::kShift: {  // clamp(a - b, 0, c), in signed arithmetic
+            Value* s = b_.CreateSub(eval_idx(static_cast<int>(x.a)), ci64(x.b));
+            s = b_.CreateSelect(b_.CreateICmpSLT(s, ci64(0)), ci64(0), s);
+            r = b_.CreateSelect(b_.CreateICmpSGT(s, ci64(x.c)), ci64(x.c), s);
+            break;
+        }
     }
     imem_.back()[i] = r;
     return r;
@@ -347,6 +353,15 @@ Value* KernelEmitter::eval(int e) {
         case Expr::kLoad: r = load(x); break;
         case Expr::kReduced: r = reduced_[static_cast<size_t>(x.reduction)]; break;
         case Expr::kOp: r = apply(x); break;
+        case Expr::kInRange: {
+            Value* v = eval_idx(x.addr);
+            r = b_.CreateAnd(b_.CreateICmpSGE(v, ci64(x.lo)), b_.CreateICmpSLT(v, ci64(x.hi)));
+            if (x.step > 1) {
+                Value* on_grid = b_.CreateICmpEQ(b_.CreateSRem(b_.CreateSub(v, ci64(x.lo)), ci64(x.step)), ci64(0));
+                r = b_.CreateAnd(r, on_grid);
+            }
+            break;
+        }
     }
     emem_.back()[e] = r;
     return r;
@@ -638,7 +653,7 @@ int64_t KernelEmitter::coef(int i, size_t v) const {
     }
     const int64_t a = coef(static_cast<int>(x.a), v);
     if (x.kind == Idx::kMul) return a < 0 ? -1 : a * x.b;
-    if (x.kind != Idx::kAdd) return a == 0 ? 0 : -1;  // div, mod
+    if (x.kind != Idx::kAdd) return a == 0 ? 0 : -1;  // div, mod, shift
     const int64_t b = coef(static_cast<int>(x.b), v);
     return a < 0 || b < 0 ? -1 : a + b;
 }

@@ -74,6 +74,16 @@ Status infer_view(const Graph& g, Node& n) {
     n.dtype = x.dtype;
     std::vector<int64_t> out;
     switch (n.op) {
+        case Op::kPad: {
+            const auto& p = n.attrs.ints;
+            if (p.size() != 3 * in.size() || n.attrs.floats.size() != 1) return bad(n, "needs {lo, hi, step} per dim and a value");
+            for (size_t d = 0; d < in.size(); ++d) {
+                const int64_t lo = p[3 * d], hi = p[3 * d + 1], step = p[3 * d + 2];
+                if (lo < 0 || hi < 0 || step < 1) return bad(n, "pads must be >= 0 and steps >= 1");
+                out.push_back(in[d] == 0 ? lo + hi : lo + (in[d] - 1) * step + 1 + hi);
+            }
+            break;
+        }
         case Op::kExpand: {
             const auto& t = n.attrs.ints;
             if (t.size() < in.size()) return bad(n, "expand to fewer dims");

@@ -85,7 +85,8 @@ class Fuser {
 
     // fuse_lower.cc
   public:
-    int make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b);
+    int make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b, int64_t clamp = 0);
+    int lower_pad(LowerCtx& c, const Node& n, const std::vector<int>& idx);
     int recombine(LowerCtx& c, int64_t a, int64_t b);
     int lower(LowerCtx& c, int v, const std::vector<int>& idx);
     int lower_def(LowerCtx& c, int v, const std::vector<int>& idx);

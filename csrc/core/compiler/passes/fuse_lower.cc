@@ -15,13 +15,17 @@ bool is_pointwise(OpKind k) {
            k == OpKind::kCast || k == OpKind::kFull || k == OpKind::kView;
 }
 
-int Fuser::make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b) {
+int Fuser::make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b, int64_t clamp) {
     Kernel& k = *c.k;
     auto I = [&](int64_t id) -> const Idx& { return k.idx[static_cast<size_t>(id)]; };
     auto cnst = [&](int64_t v) { return make_idx(c, Idx::kConst, v, 0); };
     auto is_const = [&](int64_t id, int64_t v) { return I(id).kind == Idx::kConst && I(id).a == v; };
     int64_t hi = 1;
     switch (kind) {
+        case Idx::kShift:
+            if (b == 0 && I(a).hi <= clamp + 1) return static_cast<int>(a);  // nothing to shift or clamp
+            hi = clamp + 1;
+            break;
         case Idx::kConst: hi = a + 1; break;
         case Idx::kVar: {
             const size_t no = k.outer.size();
@@ -74,7 +78,8 @@ int Fuser::make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b) {
             break;
         }
     }
-    auto key = std::make_tuple(static_cast<int>(kind), a, b);
+    // A shift's two constants share the key's last slot (both are sizes, far below 2^32).
+    auto key = std::make_tuple(static_cast<int>(kind), a, kind == Idx::kShift ? (b << 32) | clamp : b);
     auto it = c.s->idx_cons.find(key);
     if (it != c.s->idx_cons.end()) return it->second;
     Idx x;
@@ -82,6 +87,7 @@ int Fuser::make_idx(LowerCtx& c, Idx::Kind kind, int64_t a, int64_t b) {
     x.a = a;
     x.b = b;
     x.hi = hi;
+    x.c = clamp;
     k.idx.push_back(x);
     const int id = static_cast<int>(k.idx.size()) - 1;
     c.s->idx_cons.emplace(key, id);
@@ -301,7 +307,9 @@ int Fuser::lower_def(LowerCtx& c, int v, const std::vector<int>& idx) {
             x.f = n.attrs.floats.empty() ? 0.0 : n.attrs.floats[0];
             x.i = static_cast<int64_t>(x.f);
             return add_expr(c, x);
-        case OpKind::kView: return lower(c, n.inputs[0], view_idx(c, n, idx));
+        case OpKind::kView:
+            if (n.op == Op::kPad) return lower_pad(c, n, idx);
+            return lower(c, n.inputs[0], view_idx(c, n, idx));
         case OpKind::kUnary:
         case OpKind::kBinary:
         case OpKind::kCompare:
@@ -321,6 +329,61 @@ int Fuser::lower_def(LowerCtx& c, int v, const std::vector<int>& idx) {
             c.failed = true;  // a reduction or library value that was not realized: a fuse bug
             return -1;
     }
+}
+
+// pad: where(every padded dim's index is on the input's grid, input[(i - lo) / step], value). The
+// source index is clamped, so a masked-off element still reads inside the input's buffer.
+int Fuser::lower_pad(LowerCtx& c, const Node& n, const std::vector<int>& idx) {
+    const auto& in = g_.node(n.inputs[0]).sizes;
+    const auto& p = n.attrs.ints;
+    Expr fill;
+    fill.kind = Expr::kConst;
+    fill.cls = value_class(n.dtype);
+    fill.f = n.attrs.floats[0];
+    fill.i = static_cast<int64_t>(fill.f);
+    std::vector<int> src(idx.size());
+    int cond = -1;
+    for (size_t d = 0; d < in.size(); ++d) {
+        const int64_t lo = p[3 * d], hi = p[3 * d + 1], step = p[3 * d + 2];
+        if (lo == 0 && hi == 0 && step == 1) {
+            src[d] = idx[d];
+            continue;
+        }
+        if (in[d] == 0) return add_expr(c, fill);  // nothing of the input shows
+        const int64_t last = (in[d] - 1) * step;  // offset of the input's last element from lo
+        int s = make_idx(c, Idx::kShift, idx[d], lo, last);
+        src[d] = step == 1 ? s : make_idx(c, Idx::kDiv, s, step);
+        Expr r;
+        r.kind = Expr::kInRange;
+        r.cls = Cls::kBool;
+        r.addr = idx[d];
+        r.lo = lo;
+        r.hi = lo + last + 1;
+        r.step = step;
+        const int e = add_expr(c, r);
+        if (cond < 0) {
+            cond = e;
+        } else {
+            Expr both;
+            both.kind = Expr::kOp;
+            both.op = Op::kAnd;
+            both.cls = Cls::kBool;
+            both.args[0] = cond;
+            both.args[1] = e;
+            cond = add_expr(c, both);
+        }
+    }
+    const int value = lower(c, n.inputs[0], src);
+    if (c.failed) return -1;
+    if (cond < 0) return value;
+    Expr w;
+    w.kind = Expr::kOp;
+    w.op = Op::kWhere;
+    w.cls = fill.cls;
+    w.args[0] = cond;
+    w.args[1] = value;
+    w.args[2] = add_expr(c, fill);
+    return add_expr(c, w);
 }
 
 bool Fuser::begin_attempt(LowerCtx& c, KernelState& s) {
