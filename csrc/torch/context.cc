@@ -38,6 +38,21 @@ bool has_dtype(c10::ScalarType t) {
     }
 }
 
+// Dtypes ember tensors hold without kernels of their own (PyTorch's CPU has few for them
+// either): allocation, copies and views work; every op on them takes the CPU fallback, so each
+// works or fails exactly as on the CPU.
+bool storage_only_dtype(c10::ScalarType t) {
+    switch (t) {
+        case at::kUInt16: case at::kUInt32: case at::kUInt64: case at::kComplexHalf:
+        case at::kFloat8_e4m3fn: case at::kFloat8_e5m2: case at::kFloat8_e4m3fnuz: case at::kFloat8_e5m2fnuz:
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool storable_dtype(c10::ScalarType t) { return has_dtype(t) || storage_only_dtype(t); }
+
 kernels::DType to_dtype(c10::ScalarType t) {
     using kernels::DType;
     switch (t) {

@@ -16,7 +16,9 @@ runtime::Stream& current_stream_of(const at::Tensor& t);
 
 // The core element type for a ScalarType; raises a clear error for types the device lacks.
 kernels::DType to_dtype(c10::ScalarType t);
-bool has_dtype(c10::ScalarType t);
+bool has_dtype(c10::ScalarType t);  // ember kernels compute it
+bool storage_only_dtype(c10::ScalarType t);  // held and copied, computed through the CPU fallback
+bool storable_dtype(c10::ScalarType t);  // either
 kernels::TensorView view_of(const at::Tensor& t);
 
 // Queues `task` on `stream` under `name` (a literal or dispatcher-owned string); raises the

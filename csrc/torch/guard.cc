@@ -117,7 +117,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     c10::DeviceCapability getDeviceCapability(Device) const override {
         c10::DeviceCapability cap;  // starts with every dtype set
 #define EMBER_KEEP_DTYPE(_, name) \
-    cap.capability_data.supported_scalar_types.has_##name = has_dtype(c10::ScalarType::name);
+    cap.capability_data.supported_scalar_types.has_##name = storable_dtype(c10::ScalarType::name);
         AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(EMBER_KEEP_DTYPE)
 #undef EMBER_KEEP_DTYPE
         return cap;

@@ -159,7 +159,16 @@ at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool
         copy_with_lazy_bits(self, dst, non_blocking);
         return dst;
     }
-    if (is_ember(self) && is_ember(dst)) {
+    if (is_ember(self) && is_ember(dst) && (storage_only_dtype(self.scalar_type()) || storage_only_dtype(dst.scalar_type()))) {
+        if (self.scalar_type() == dst.scalar_type() && self.device() == dst.device()) {
+            // The same bits: copied as an integer type of the same width, which the kernels have.
+            const auto width = self.element_size() == 1 ? at::kByte : self.element_size() == 2 ? at::kShort
+                               : self.element_size() == 4 ? at::kInt : at::kLong;
+            wrapper_copy_from(self.view(width), dst.view(width), non_blocking);
+        } else {  // a conversion: on the host, where PyTorch defines it
+            dst.copy_(self.to(c10::kCPU), non_blocking);
+        }
+    } else if (is_ember(self) && is_ember(dst)) {
         bool same_device = self.device() == dst.device();
         bool supported = kernels::copy_supports(to_dtype(dst.scalar_type()), to_dtype(self.scalar_type()));
         if (same_device && supported) {
@@ -207,6 +216,10 @@ kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
 
 at::Tensor& wrapper_fill_scalar(at::Tensor& self, const c10::Scalar& value) {
     if (self.numel() == 0) return self;
+    if (storage_only_dtype(self.scalar_type())) {  // the value as the CPU converts it
+        self.copy_(at::full({}, value, self.options().device(c10::kCPU)));
+        return self;
+    }
     if (self.is_complex() || value.isComplex()) {
         TORCH_CHECK(self.is_complex(), "ember: cannot fill a real tensor with a complex value");
         self.copy_(at::full({}, value, self.options().device(c10::kCPU)));

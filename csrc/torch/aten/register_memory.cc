@@ -29,7 +29,7 @@ c10::Device target_device(std::optional<c10::Device> device) {
 }
 
 void check_dtype(c10::ScalarType t) {
-    TORCH_CHECK_NOT_IMPLEMENTED(has_dtype(t), "ember: dtype ", t,
+    TORCH_CHECK_NOT_IMPLEMENTED(storable_dtype(t), "ember: dtype ", t,
                                 " is not supported on the ember device");
 }
 
