@@ -18,6 +18,11 @@ RTOL = 2e-3
 
 
 def _first_line(e: BaseException) -> str:
+    # Dynamo wraps the backend's exception (BackendCompilerFailed's first
+    # line names only the backend); report the innermost cause instead.
+    root = getattr(e, "inner_exception", None) or e.__cause__
+    if root is not None and root is not e:
+        return f"{type(e).__name__} <- {_first_line(root)}"[:400]
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     for ln in lines:
         if "ember" in ln or "aten" in ln or "Error" in ln:
@@ -131,7 +136,8 @@ def check(model_type: str, task: str, compiled: bool = True) -> dict:
     except Exception as e:
         rec["compiled"] = "fail"
         if "failure" not in rec:
-            rec.update(failure="compiled: " + _first_line(e), category=category(e))
+            rec.update(failure="compiled: " + _first_line(e), category=category(e),
+                       traceback=traceback.format_exc()[-2000:])
         else:
             rec["compiled_failure"] = _first_line(e)
     return rec
