@@ -123,6 +123,28 @@ def test_histc_counts_integers_like_cuda(native_only):
         torch.histc(ids.to("ember").float(), bins=3, min=2, max=1)
 
 
+@pytest.mark.parametrize("weights", [None, torch.float32, torch.float64, torch.int64, torch.bfloat16])
+@pytest.mark.parametrize("minlength", [0, 12])
+def test_bincount_matches_cpu(native_only, weights, minlength):
+    torch.manual_seed(0)
+    x = torch.randint(0, 7, (300,))
+    w = None if weights is None else (torch.rand(300) * 4).to(weights)
+    ref = torch.bincount(x, w, minlength)
+    got = torch.bincount(x.to("ember"), None if w is None else w.to("ember"), minlength)
+    assert got.dtype == ref.dtype
+    torch.testing.assert_close(got.cpu(), ref)
+
+
+def test_bincount_edges_and_errors(native_only):
+    assert torch.bincount(torch.tensor([], dtype=torch.long, device="ember"), minlength=3).cpu().tolist() == [0, 0, 0]
+    assert torch.bincount(torch.tensor([3, 1], dtype=torch.uint8, device="ember")).cpu().tolist() == [0, 1, 0, 1]
+    for bad in (torch.tensor([-1]), torch.tensor([[1]]), torch.tensor([1.0])):
+        with pytest.raises(RuntimeError, match="1-d non-negative integral"):
+            torch.bincount(bad.to("ember"))
+    with pytest.raises(RuntimeError, match="same length as input"):
+        torch.bincount(torch.tensor([1, 2], device="ember"), torch.ones(3, device="ember"))
+
+
 def test_int32_indices_for_embedding_and_index_select(native_only):
     torch.manual_seed(0)
     w = torch.randn(10, 4)

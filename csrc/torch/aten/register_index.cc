@@ -239,6 +239,32 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
     return histc_out(self, bins, min, max, out);
 }
 
+// ---- bincount -----------------------------------------------------------------------------------
+
+// Counts (or summed weights) per non-negative integer value, as an index_add into zeros. The
+// output length depends on the largest value, which is read back to the host (synchronizing, as
+// on CUDA); MoE routers call this on every step to count tokens per expert.
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
+    TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+    TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), false),
+                "bincount only supports 1-d non-negative integral inputs.");
+    const bool weighted = weights.has_value() && weights->defined();
+    TORCH_CHECK(!weighted || (weights->dim() == 1 && weights->size(0) == self.size(0)),
+                "weights should be 1-d and have the same length as input");
+    int64_t n = minlength;
+    if (self.numel() > 0) {
+        TORCH_CHECK(at::amin(self).item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+        n = std::max(n, at::amax(self).item<int64_t>() + 1);
+    }
+    // Float weights keep their dtype (float32 / float64); any other weights sum in float64.
+    const c10::ScalarType rt = !weighted ? at::kLong
+                               : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
+    at::Tensor out = at::zeros({n}, self.options().dtype(rt));
+    if (self.numel() == 0) return out;
+    at::Tensor src = weighted ? weights->to(rt) : at::ones({self.size(0)}, out.options());
+    return out.index_add_(0, self.to(at::kLong), src);
+}
+
 // ---- eye ----------------------------------------------------------------------------------------
 
 at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
@@ -291,6 +317,7 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("eye.out", eye_out);
     m.impl("eye.m_out", eye_m_out);
+    m.impl("bincount", bincount);
     m.impl("histc", histc);
     m.impl("histc.out", histc_out);
     m.impl("cat", cat);
