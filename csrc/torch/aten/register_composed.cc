@@ -1,6 +1,6 @@
 // Ops composed from other native ember ops (each call below dispatches to an ember kernel): logical
 // ops, hardtanh, log-sigmoid, sgn of real tensors, a scalar raised to a tensor, one-sided clamps,
-// autograd's efficient zeros.
+// autograd's efficient zeros, the fused LSTM and GRU cells.
 // Each matches PyTorch's CPU results; forms these compositions do not cover (complex, an out= of
 // another dtype) take the visible CPU fallback.
 #include <ATen/ATen.h>
@@ -151,7 +151,94 @@ at::Tensor efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarT
 
 }  // namespace
 
+// ---- fused LSTM / GRU cells -------------------------------------------------------------------
+// nn.LSTM / nn.GRU on an accelerator call these per time step (the CPU has no kernel for them).
+// The gates come precomputed by two matmuls; the cell applies the activations. The workspace
+// keeps what the backward needs, shaped as PyTorch's meta functions say: LSTM (B, 4H) activated
+// gates [i f g o]; GRU (B, 5H) [r z n hx hidden_n].
+
+at::Tensor with_biases(at::Tensor gates, const std::optional<at::Tensor>& a, const std::optional<at::Tensor>& b) {
+    if (a.has_value() && a->defined()) gates = gates + *a;
+    if (b.has_value() && b->defined()) gates = gates + *b;
+    return gates;
+}
+
+void check_cell(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& prev, int64_t factor,
+                const char* name) {
+    TORCH_CHECK(ig.dim() == 2 && ig.sizes() == hg.sizes(), name, ": input_gates ", ig.sizes(),
+                " and hidden_gates ", hg.sizes(), " must be equal 2-d shapes");
+    TORCH_CHECK(prev.dim() == 2 && prev.size(0) == ig.size(0) && prev.size(1) * factor == ig.size(1), name,
+                ": state ", prev.sizes(), " does not match gates ", ig.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input_gates,
+                                                         const at::Tensor& hidden_gates, const at::Tensor& cx,
+                                                         const std::optional<at::Tensor>& input_bias,
+                                                         const std::optional<at::Tensor>& hidden_bias) {
+    check_cell(input_gates, hidden_gates, cx, 4, "_thnn_fused_lstm_cell");
+    at::Tensor gates = with_biases(input_gates + hidden_gates, input_bias, hidden_bias);
+    auto c = gates.chunk(4, 1);
+    at::Tensor i = c[0].sigmoid(), f = c[1].sigmoid(), g = c[2].tanh(), o = c[3].sigmoid();
+    at::Tensor cy = f * cx + i * g;
+    at::Tensor hy = o * cy.tanh();
+    return {hy, cy, at::cat({i, f, g, o}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const std::optional<at::Tensor>& grad_hy,
+                                                                  const std::optional<at::Tensor>& grad_cy,
+                                                                  const at::Tensor& cx, const at::Tensor& cy,
+                                                                  const at::Tensor& workspace, bool has_bias) {
+    const bool ghy = grad_hy.has_value() && grad_hy->defined(), gcy = grad_cy.has_value() && grad_cy->defined();
+    if (!ghy && !gcy) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    auto w = workspace.chunk(4, 1);
+    const at::Tensor &i = w[0], &f = w[1], &g = w[2], &o = w[3];
+    at::Tensor tcy = cy.tanh();
+    at::Tensor dc = gcy ? grad_cy->clone() : at::zeros_like(cy);
+    at::Tensor go = at::zeros_like(o);
+    if (ghy) {
+        dc = dc + *grad_hy * o * (1 - tcy * tcy);
+        go = *grad_hy * tcy;
+    }
+    at::Tensor gi = dc * g * i * (1 - i);
+    at::Tensor gf = dc * cx * f * (1 - f);
+    at::Tensor gg = dc * i * (1 - g * g);
+    go = go * o * (1 - o);
+    at::Tensor grad_gates = at::cat({gi, gf, gg, go}, 1);
+    at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
+    return {grad_gates, dc * f, grad_bias};
+}
+
+std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                            const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
+                                            const std::optional<at::Tensor>& hidden_bias) {
+    check_cell(input_gates, hidden_gates, hx, 3, "_thnn_fused_gru_cell");
+    auto ic = with_biases(input_gates, input_bias, std::nullopt).chunk(3, 1);
+    auto hc = with_biases(hidden_gates, hidden_bias, std::nullopt).chunk(3, 1);
+    at::Tensor r = (ic[0] + hc[0]).sigmoid(), z = (ic[1] + hc[1]).sigmoid();
+    at::Tensor n = (ic[2] + r * hc[2]).tanh();
+    at::Tensor hy = n + z * (hx - n);
+    return {hy, at::cat({r, z, n, hx, hc[2]}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_backward(
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
+    auto w = workspace.chunk(5, 1);
+    const at::Tensor &r = w[0], &z = w[1], &n = w[2], &hx = w[3], &hn = w[4];
+    at::Tensor gn = grad_hy * (1 - z) * (1 - n * n);
+    at::Tensor gz = grad_hy * (hx - n) * z * (1 - z);
+    at::Tensor gr = gn * hn * r * (1 - r);
+    at::Tensor grad_input = at::cat({gr, gz, gn}, 1);
+    at::Tensor grad_hidden = at::cat({gr, gz, gn * r}, 1);
+    at::Tensor gib = has_bias ? grad_input.sum(0) : at::Tensor();
+    at::Tensor ghb = has_bias ? grad_hidden.sum(0) : at::Tensor();
+    return {grad_input, grad_hidden, grad_hy * z, gib, ghb};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_thnn_fused_lstm_cell", lstm_cell);
+    m.impl("_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward);
+    m.impl("_thnn_fused_gru_cell", gru_cell);
+    m.impl("_thnn_fused_gru_cell_backward", gru_cell_backward);
     m.impl("_efficientzerotensor", efficientzerotensor);
     m.impl("conj_physical_", conj_physical_inplace);
     m.impl("conj_physical.out", conj_physical_out);
