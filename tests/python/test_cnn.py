@@ -97,3 +97,21 @@ def test_small_resnet_trains_natively_like_cpu(native_only):
             opt.step()
     for (name, pc), pe in zip(cpu.state_dict().items(), ember.state_dict().values()):
         torch.testing.assert_close(pe.cpu(), pc, rtol=1e-3, atol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("case", [((2, 3, 7), dict(scale_factor=2)), ((2, 3, 7), dict(size=11)),
+                                  ((2, 3, 7), dict(scale_factor=0.6)),
+                                  ((1, 2, 5, 4), dict(scale_factor=(1.7, 3))), ((1, 2, 5, 4), dict(size=(3, 9))),
+                                  ((1, 2, 3, 4, 5), dict(scale_factor=2)), ((1, 2, 3, 4, 5), dict(size=(5, 2, 7)))])
+def test_upsample_nearest(mode, case, native_only):
+    shape, kw = case
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    fwd_bwd(lambda t: F.interpolate(t, mode=mode, **kw), x, torch.float32)
+
+
+def test_upsample_nearest_channels_last_and_bf16(native_only):
+    x = torch.randn(2, 3, 5, 6, generator=torch.Generator().manual_seed(4))
+    fwd_bwd(lambda t: F.interpolate(t.contiguous(memory_format=torch.channels_last), scale_factor=2.5), x,
+            torch.float32)
+    fwd_bwd(lambda t: F.interpolate(t, size=(7, 13), mode="nearest-exact"), x.bfloat16(), torch.bfloat16)

@@ -143,3 +143,45 @@ def test_mixed_devices_are_refused_like_cuda():
         F.layer_norm(logits, (5,), torch.ones(5))
     with pytest.raises(RuntimeError, match="same device"):
         torch.ops.aten._softmax_backward_data(logits, logits.cpu(), 1, torch.float32)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape", [(4, 6, 5, 3), (3, 6), (2, 6, 7)])
+def test_group_norm_forward_backward(affine, shape, native_only):
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(shape, generator=gen) * 3 - 1
+    w, b = torch.randn(6, generator=gen), torch.randn(6, generator=gen)
+    for groups in (1, 2, 3, 6):
+        if x[0].numel() // groups <= 2:
+            continue  # a group of one or two normalizes to constants: its gradient is rounding noise
+        if affine:
+            check(lambda t, w_, b_: grads(lambda u, v, c: F.group_norm(u, groups, v, c).sin(), t, w_, b_), x, w, b)
+        else:
+            check(lambda t: grads(lambda u: F.group_norm(u, groups).sin(), t), x)
+
+
+@pytest.mark.parametrize("op", ["legit", "no_stats", "with_update"])
+def test_batch_norm_functional_variants(op, native_only):
+    # The forms torch.compile and torch.func emit for batch norm; each matches CPU, running stats
+    # included, and its backward runs natively.
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(4, 3, 5, generator=gen)
+    w, b = torch.randn(3, generator=gen), torch.randn(3, generator=gen)
+    rm, rv = torch.randn(3, generator=gen), torch.rand(3, generator=gen) + 0.5
+    a = torch.ops.aten
+
+    def run(device):
+        xs, ws, bs = (t.to(device).requires_grad_() for t in (x, w, b))
+        rms, rvs = rm.to(device), rv.to(device)
+        if op == "legit":
+            out = a._native_batch_norm_legit(xs, ws, bs, rms, rvs, True, 0.1, 1e-5)
+        elif op == "no_stats":
+            out = a._native_batch_norm_legit.no_stats(xs, ws, bs, True, 0.1, 1e-5)
+        else:
+            out = a._batch_norm_with_update(xs, ws, bs, rms, rvs, 0.1, 1e-5)
+        y = out[0]
+        gs = torch.autograd.grad((y * y.cos()).sum(), (xs, ws, bs))
+        return [t.detach().cpu() for t in (y, out[1], out[2], rms, rvs, *gs)]
+
+    for got, expected in zip(run("ember"), run("cpu")):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)

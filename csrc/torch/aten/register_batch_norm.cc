@@ -1,7 +1,8 @@
 // Batch norm (forward and backward) for CNNs, composed from ember's native reductions and
 // elementwise kernels with the same formulas and outputs as PyTorch's CPU kernel: biased batch
 // variance for normalizing, unbiased for the running estimate, save_mean/save_invstd for the
-// backward in training and empty in evaluation. Mixed dtypes take the CPU fallback.
+// backward in training and empty in evaluation. Mixed dtypes take the CPU fallback. Also the
+// functional batch-norm forms the compiler and torch.export emit, and GroupNorm's backward.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
@@ -99,9 +100,70 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     return {grad_input, mask[1] ? grad_weight : at::Tensor(), mask[2] ? grad_bias : at::Tensor()};
 }
 
+// The functional forms the compiler's decompositions and torch.export use; each is the same batch
+// norm with the running statistics given, absent, or updated.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, bool training, double momentum, double eps) {
+    return batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_stats(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    bool training, double momentum, double eps) {
+    return batch_norm(x, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_with_update(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+    auto [out, mean, invstd] = batch_norm(x, weight, bias, running_mean, running_var, true, momentum, eps);
+    return {out, mean, invstd, at::empty({0}, x.options().dtype(at::kByte))};  // no reserve space
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reserve(
+    const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var, bool update, double eps,
+    std::array<bool, 3> mask, const at::Tensor& /*reserve*/) {
+    return batch_norm_backward(grad, x, weight, running_mean, running_var, save_mean, save_var, update, eps, mask);
+}
+
+// GroupNorm's backward (its forward is PyTorch's composition of native ops). Per (sample, group)
+// of M = C/G * HxW elements with xhat = (x - mean) * rstd and g = dy * weight:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
+    const at::Tensor& grad, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, int64_t N, int64_t C, int64_t HxW, int64_t group,
+    std::array<bool, 3> mask) {
+    bool ok = (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && grad.scalar_type() == x.scalar_type() &&
+              mean.scalar_type() == x.scalar_type() && same_float(x, weight) && x.numel() > 0 && group > 0 && C % group == 0;
+    if (!ok) {
+        return cpu<ATEN_OP(native_group_norm_backward)>(grad, x, mean, rstd, weight, N, C, HxW, group, mask);
+    }
+    const std::vector<int64_t> per_channel_shape = {N, C, HxW}, per_group_shape = {N, group, (C / group) * HxW};
+    at::Tensor dy = grad.reshape(per_channel_shape), xs = x.reshape(per_channel_shape);
+    at::Tensor m = mean.reshape({N, group, 1}), r = rstd.reshape({N, group, 1});
+    at::Tensor xhat = ((xs.reshape(per_group_shape) - m) * r).reshape(per_channel_shape);
+    at::Tensor grad_input, grad_weight, grad_bias;
+    if (mask[0]) {
+        at::Tensor g = (weight && weight->defined()) ? dy * weight->reshape({1, C, 1}) : dy;
+        at::Tensor gg = g.reshape(per_group_shape), xg = xhat.reshape(per_group_shape);
+        grad_input = (r * (gg - gg.mean({2}, true) - xg * (gg * xg).mean({2}, true))).reshape(x.sizes());
+    }
+    if (mask[1]) grad_weight = (dy * xhat).sum({0, 2});
+    if (mask[2]) grad_bias = dy.sum({0, 2});
+    return {grad_input, grad_weight, grad_bias};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_native_batch_norm_legit", batch_norm_legit);
+    m.impl("_native_batch_norm_legit.no_stats", batch_norm_legit_no_stats);
+    m.impl("_batch_norm_with_update", batch_norm_with_update);
+    m.impl("batch_norm_backward", batch_norm_backward_reserve);
+    m.impl("native_group_norm_backward", group_norm_backward);
     m.impl("native_batch_norm", batch_norm);
     m.impl("native_batch_norm_backward", batch_norm_backward);
 }

@@ -247,6 +247,20 @@ EMBER_VAR_STD(var, ReduceOp::kVar)
 EMBER_VAR_STD(std, ReduceOp::kStd)
 #undef EMBER_VAR_STD
 
+// var_mean / std_mean: the two reductions above (BatchNorm, GroupNorm and many hand-written norms
+// ask for both at once).
+#define EMBER_STAT_MEAN(name, stat)                                                                   \
+    std::tuple<at::Tensor, at::Tensor> name##_mean_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, \
+                                                        const std::optional<c10::Scalar>& correction, bool keepdim) { \
+        if (!reducible(self) || !at::isFloatingType(self.scalar_type()))                             \
+            return cpu<ATEN_OP2(name##_mean, correction)>(self, dim, correction, keepdim);             \
+        return {stat##_correction(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};     \
+    }
+
+EMBER_STAT_MEAN(var, var)
+EMBER_STAT_MEAN(std, std)
+#undef EMBER_STAT_MEAN
+
 c10::ScalarType logical_dtype(const at::Tensor& self) {
     return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
 }
@@ -293,6 +307,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("linalg_vector_norm.out", vector_norm_out);
     m.impl("var.correction", var_correction);
     m.impl("std.correction", std_correction);
+    m.impl("var_mean.correction", var_mean_correction);
+    m.impl("std_mean.correction", std_mean_correction);
     m.impl("any.dims", any_dims);
     m.impl("any.dim", any_dim);
     m.impl("any", any_all);
