@@ -319,6 +319,11 @@ def run(ops=None, dtypes=DEFAULT_DTYPES, budget: float | None = None,
         report.write_json(data, json_path)
     if markdown_path:
         report.write_markdown(data, markdown_path)
+    try:  # the knowledge base is a by-product: failing to record must never break the run
+        from ..kb import record_run
+        data["kb_run"] = record_run("conformance-compiled" if compiled else "conformance", data)
+    except Exception as e:  # noqa: BLE001
+        print(f"warning: ember kb: run not recorded: {e!r}", file=sys.stderr)
     return data
 
 

@@ -168,6 +168,11 @@ def run(only=None, limit=None, time_limit=180.0, out=None, resume=False, compile
     data = {"meta": meta, "summary": summarize(records), "records": records}
     if out:
         _write(out, meta, records)
+    try:  # the knowledge base is a by-product: failing to record must never break the run
+        from ..kb import record_run
+        data["kb_run"] = record_run("sweep-models", data)  # None when EMBER_KB=off
+    except Exception as e:  # noqa: BLE001
+        print(f"warning: ember kb: run not recorded: {e!r}", file=sys.stderr)
     return data
 
 
