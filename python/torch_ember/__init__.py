@@ -27,6 +27,11 @@ from . import integrations as _integrations  # noqa: E402
 
 _integrations.install()
 
+# The "ember" c10d backend for torch.distributed; its process group loads with the first group.
+from . import distributed as _distributed  # noqa: E402
+
+_distributed.register()
+
 # Compiled mode's public names; Dynamo itself loads only when torch.compile first runs.
 from .compile.errors import CompileError  # noqa: E402
 from .compile.stats import compile_stats, reset_compile_stats  # noqa: E402

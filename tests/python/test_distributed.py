@@ -1,0 +1,96 @@
+"""torch.distributed on ember: the "ember" c10d backend (torch_ember/distributed/).
+
+Multi-process cases run two ranks of _dist_worker.py as subprocesses sharing a FileStore, each
+under a deadline, so a hang fails the test instead of stalling the suite. Collectives are
+checked bit for bit against Gloo on CPU tensors in the same processes.
+"""
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch_ember  # noqa: F401
+from torch_ember.distributed.staging import DistributedError
+
+WORKER = Path(__file__).with_name("_dist_worker.py")
+
+
+def _launch(case: str, tmp_path: Path, timeout: float = 60.0, world: int = 2) -> list:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    store = str(tmp_path / "store")
+    procs = [subprocess.Popen([sys.executable, str(WORKER), case, str(r), str(world), store],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for r in range(world)]
+    outs, hung = [], False
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=timeout)[0])
+        except subprocess.TimeoutExpired:
+            hung = True
+            for q in procs:
+                q.kill()
+            outs.append(p.communicate()[0])
+    report = "\n".join(f"--- rank {r} (rc {p.returncode}) ---\n{o[-3000:]}"
+                       for r, (p, o) in enumerate(zip(procs, outs)))
+    assert not hung, f"case {case} did not finish within {timeout} s\n{report}"
+    assert all(p.returncode == 0 for p in procs), report
+    return outs
+
+
+def test_backend_registered():
+    from torch.distributed import Backend
+
+    assert dist.is_backend_available("ember")
+    assert Backend.default_device_backend_map["ember"] == "ember"
+    assert Backend.default_device_backend_map["cpu"] == "gloo"  # CPU keeps Gloo by default
+    assert set(Backend.backend_capability["ember"]) == {"ember", "cpu"}
+
+
+@pytest.fixture
+def one_rank_group():
+    dist.init_process_group("ember", store=dist.HashStore(), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=10))
+    try:
+        yield dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_single_rank_group_and_clear_errors(one_rank_group):
+    t = torch.arange(4.0, device="ember")
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    assert torch.equal(t.cpu(), torch.arange(4.0))
+    with pytest.raises(DistributedError, match=r"ember all_gather: all tensors of one call must be "
+                                               r"on the same device, got cpu and ember:0"):
+        dist.all_gather([torch.empty(2)], torch.ones(2, device="ember"))
+    with pytest.raises(DistributedError, match="ember all_reduce: ReduceOp.AVG needs a floating-point"):
+        dist.all_reduce(torch.ones(2, dtype=torch.int32, device="ember"), op=dist.ReduceOp.AVG)
+    with pytest.raises(DistributedError, match=r"ember reduce_scatter_tensor: input has 3 elements, "
+                                               r"expected 1 x 2"):
+        dist.reduce_scatter_tensor(torch.empty(2, device="ember"), torch.ones(3, device="ember"))
+
+
+def test_collectives_match_gloo_float32_bfloat16(tmp_path):
+    _launch("collectives", tmp_path)
+
+
+def test_init_process_group_forms_and_device_mesh(tmp_path):
+    _launch("init", tmp_path)
+
+
+def test_ddp_buckets_no_sync_and_comm_hooks_match_one_process(tmp_path):
+    _launch("ddp", tmp_path)
+
+
+def test_errors_name_the_op_and_a_missing_peer_times_out(tmp_path):
+    outs = _launch("errors", tmp_path)
+    assert "ember all_reduce failed on rank 0" in outs[0]
+
+
+def test_fsdp2_and_dtensor_match_one_process(tmp_path):
+    _launch("fsdp_dtensor", tmp_path)
