@@ -410,6 +410,26 @@ def case_errors():
     os._exit(0)  # the timed-out group's peers are out of step; skip its teardown
 
 
+def case_peer_dies():
+    """Rank 1 exits mid-job: rank 0's next collective fails at once with the op named."""
+    from torch_ember.distributed.staging import DistributedError
+
+    init(timeout=datetime.timedelta(seconds=10))
+    t = torch.ones(2, device="ember")
+    dist.all_reduce(t)
+    if RANK == 1:
+        os._exit(3)
+    try:
+        dist.all_reduce(t)
+    except DistributedError as e:
+        assert "ember all_reduce failed on rank 0" in str(e), e
+        print("peer error:", str(e)[:200])
+    else:
+        raise AssertionError("all_reduce with a dead peer did not fail")
+    sys.stdout.flush()
+    os._exit(0)
+
+
 # ---------------------------------------------------------------------------------------------
 def case_fsdp_dtensor():
     """FSDP2 fully_shard trains like one process on the full batch; DTensor round trips."""
@@ -452,6 +472,36 @@ def case_fsdp_dtensor():
         assert torch.allclose(got.cpu(), want.detach().cpu(), rtol=1e-5, atol=1e-6), (step, got, want)
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p.full_tensor().cpu(), q.detach().cpu(), rtol=1e-5, atol=1e-6)
+
+    # bf16 compute with fp32 gradient reduction: close to the fp32 single-process loss
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    model = _mlp().to(E)
+    fully_shard(model[2], mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    x, y = _batch(20)
+    loss = loss_fn(model(_local(x).to(E)).float(), _local(y).to(E))
+    loss.backward()
+    dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    want = loss_fn(_mlp()(x), y)
+    assert torch.allclose(loss.detach().cpu(), want.detach(), rtol=3e-2), (loss, want)
+
+    # a gradient divide factor makes FSDP2 reduce with PREMUL_SUM (TorchTitan sets 1.0: a sum)
+    lin = torch.nn.Linear(8, 4).to(E)
+    fully_shard(lin, mesh=mesh)
+    lin.set_gradient_divide_factor(1.0)
+    lin(torch.ones(2, 8, device=E)).sum().backward()
+    same(lin.weight.grad.full_tensor(), torch.full((4, 8), 2.0 * WORLD), "FSDP2 PREMUL_SUM weight grad")
+    same(lin.bias.grad.full_tensor(), torch.full((4,), 2.0 * WORLD), "FSDP2 PREMUL_SUM bias grad")
+
+    # tensor parallelism: a column-wise then row-wise pair of linears equals the plain pair
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    torch.manual_seed(1)
+    pair = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 8))
+    x = torch.randn(2, 8)
+    want = pair(x).detach()
+    pair = parallelize_module(pair.to(E), mesh, {"0": ColwiseParallel(), "1": RowwiseParallel()})
+    assert torch.allclose(pair(x.to(E)).cpu(), want, rtol=1e-5, atol=1e-6)
     dist.destroy_process_group()
 
 

@@ -19,7 +19,8 @@ from torch_ember.distributed.staging import DistributedError
 WORKER = Path(__file__).with_name("_dist_worker.py")
 
 
-def _launch(case: str, tmp_path: Path, timeout: float = 60.0, world: int = 2) -> list:
+def _launch(case: str, tmp_path: Path, timeout: float = 60.0, world: int = 2,
+            returncodes: tuple = (0, 0)) -> list:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     store = str(tmp_path / "store")
     procs = [subprocess.Popen([sys.executable, str(WORKER), case, str(r), str(world), store],
@@ -37,7 +38,7 @@ def _launch(case: str, tmp_path: Path, timeout: float = 60.0, world: int = 2) ->
     report = "\n".join(f"--- rank {r} (rc {p.returncode}) ---\n{o[-3000:]}"
                        for r, (p, o) in enumerate(zip(procs, outs)))
     assert not hung, f"case {case} did not finish within {timeout} s\n{report}"
-    assert all(p.returncode == 0 for p in procs), report
+    assert tuple(p.returncode for p in procs) == returncodes, report
     return outs
 
 
@@ -92,5 +93,10 @@ def test_errors_name_the_op_and_a_missing_peer_times_out(tmp_path):
     assert "ember all_reduce failed on rank 0" in outs[0]
 
 
-def test_fsdp2_and_dtensor_match_one_process(tmp_path):
+def test_a_dead_peer_fails_the_next_collective(tmp_path):
+    outs = _launch("peer_dies", tmp_path, returncodes=(0, 3))
+    assert "peer error: ember all_reduce failed" in outs[0]
+
+
+def test_fsdp2_dtensor_and_tensor_parallel_match_one_process(tmp_path):
     _launch("fsdp_dtensor", tmp_path)
