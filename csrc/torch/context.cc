@@ -73,7 +73,8 @@ kernels::DType to_dtype(c10::ScalarType t) {
     }
 }
 
-kernels::TensorView view_of(const at::Tensor& t) {
+namespace {
+kernels::TensorView tensor_view(const at::Tensor& t, bool writable) {
     // Every tensor a kernel reads or writes is device memory. A CPU tensor here is an out= or
     // input of another device that an op's glue let through; host memory would even work, but
     // the kernel runs later, so the CPU tensor could be freed (or read) before it is written.
@@ -83,7 +84,7 @@ kernels::TensorView view_of(const at::Tensor& t) {
     kernels::TensorView v;
     TORCH_CHECK(t.dim() <= kernels::kMaxDims, "ember: tensors with more than ", kernels::kMaxDims,
                 " dimensions are not supported");
-    v.data = t.data_ptr();
+    v.data = writable ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
     v.dtype = to_dtype(t.scalar_type());
     v.ndim = static_cast<int>(t.dim());
     for (int i = 0; i < v.ndim; ++i) {
@@ -92,6 +93,10 @@ kernels::TensorView view_of(const at::Tensor& t) {
     }
     return v;
 }
+}  // namespace
+
+kernels::TensorView view_of(const at::Tensor& t) { return tensor_view(t, true); }
+kernels::TensorView view_in(const at::Tensor& t) { return tensor_view(t, false); }
 
 uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task) {
     return value_or_raise(stream.enqueue(name, std::move(task)));

@@ -19,7 +19,12 @@ kernels::DType to_dtype(c10::ScalarType t);
 bool has_dtype(c10::ScalarType t);  // ember kernels compute it
 bool storage_only_dtype(c10::ScalarType t);  // held and copied, computed through the CPU fallback
 bool storable_dtype(c10::ScalarType t);  // either
+// A tensor as a kernel argument. view_of is for tensors a kernel writes (their storage is made
+// writable: a copy-on-write storage is copied first); view_in for tensors it only reads, which
+// leaves a copy-on-write (torch._lazy_clone) storage shared, as CPU and CUDA kernels do. A
+// kernel must never write through a view_in.
 kernels::TensorView view_of(const at::Tensor& t);
+kernels::TensorView view_in(const at::Tensor& t);
 
 // Queues `task` on `stream` under `name` (a literal or dispatcher-owned string); raises the
 // task's error at once in EMBER_SYNC=1 mode.

@@ -185,3 +185,26 @@ def test_batch_norm_functional_variants(op, native_only):
 
     for got, expected in zip(run("ember"), run("cpu")):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, -1, 1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_weight_norm_interface_forward_backward(dim, dtype, native_only):
+    gen = torch.Generator().manual_seed(7)
+    v = torch.randn(4, 3, 5, generator=gen).to(dtype)
+    g = torch.randn([v.shape[dim] if i == dim % 3 else 1 for i in range(3)], generator=gen).to(dtype)
+    f = lambda a, b: torch._weight_norm(a, b, dim)
+    check(f, v, g, dtype=dtype)
+    check(lambda a, b: grads(f, a, b), v, g, dtype=dtype)
+
+
+def test_weight_norm_module_trains_like_cpu(native_only):
+    def step(device):
+        torch.manual_seed(0)
+        conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 4, 3, padding=1), dim=2).to(device)
+        loss = conv(torch.linspace(-1, 1, 2 * 4 * 7).reshape(2, 4, 7).to(device)).square().mean()
+        loss.backward()
+        return [loss] + [p.grad for p in conv.parameters()]
+
+    for got, expected in zip(step("ember"), step("cpu")):
+        torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-6)

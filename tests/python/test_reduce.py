@@ -38,6 +38,8 @@ REDUCTIONS = {
     "norm1": lambda t, d, k: torch.linalg.vector_norm(t, 1, dim=d, keepdim=k),
     "norminf": lambda t, d, k: torch.linalg.vector_norm(t, float("inf"), dim=d, keepdim=k),
     "norm3": lambda t, d, k: torch.linalg.vector_norm(t, 3, dim=d, keepdim=k),
+    "torch_norm": lambda t, d, k: torch.norm(t, 2, dim=d or [], keepdim=k),
+    "torch_norm1": lambda t, d, k: torch.norm(t, 1.0, dim=d or [], keepdim=k, dtype=t.dtype),
     "var": lambda t, d, k: t.var(dim=d, keepdim=k),
     "std0": lambda t, d, k: t.std(dim=d, keepdim=k, correction=0),
     "any": lambda t, d, k: t.any() if d is None else t.any(dim=d, keepdim=k),

@@ -35,13 +35,14 @@ void queue(const at::Tensor& like, const char* name, F&& fn) {
 }
 
 // `t` seen as [outer, size(dim), inner] (a 0-d tensor as [1, 1, 1]). Dims fold only where memory
-// allows (it is a view); pass a contiguous tensor when unsure.
-inline kernels::TensorView fold3(const at::Tensor& t, int64_t dim) {
+// allows (it is a view); pass a contiguous tensor when unsure. writable=false for an input.
+inline kernels::TensorView fold3(const at::Tensor& t, int64_t dim, bool writable = true) {
     at::Tensor c = t.dim() == 0 ? t.reshape({1}) : t;
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < dim; ++d) outer *= c.size(d);
     for (int64_t d = dim + 1; d < c.dim(); ++d) inner *= c.size(d);
-    return view_of(c.view({outer, c.size(dim), inner}));
+    at::Tensor v = c.view({outer, c.size(dim), inner});
+    return writable ? view_of(v) : view_in(v);
 }
 
 // Prepares an out= tensor as PyTorch does, after the checks PyTorch makes first: it must be on an

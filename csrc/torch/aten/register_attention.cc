@@ -59,7 +59,7 @@ at::Tensor rows(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguo
 // The mask broadcast to [B, Hq, Lq, Lk] as a view (0 strides on broadcast dims).
 kernels::TensorView mask_view(const std::optional<at::Tensor>& mask, const at::Tensor& q, int64_t lk) {
     if (!mask || !mask->defined()) return {};
-    return view_of(mask->expand({q.size(0), q.size(1), q.size(2), lk}));
+    return view_in(mask->expand({q.size(0), q.size(1), q.size(2), lk}));
 }
 
 double softmax_scale(std::optional<double> scale, const at::Tensor& q) {
@@ -94,9 +94,9 @@ attention_forward(const at::Tensor& query, const at::Tensor& key, const at::Tens
     at::Tensor out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
     at::Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
     kernels::AttentionArgs args;
-    args.q = view_of(q);
-    args.k = view_of(k);
-    args.v = view_of(v);
+    args.q = view_in(q);
+    args.k = view_in(k);
+    args.v = view_in(v);
     args.mask = mask_view(mask, q, k.size(2));
     args.causal = is_causal;
     args.scale = softmax_scale(scale, q);
@@ -129,12 +129,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward(
     std::optional<at::Tensor> bias;
     if (attn_bias.defined()) bias = attn_bias;
     kernels::AttentionBackwardArgs args;
-    args.grad_out = view_of(go);
-    args.q = view_of(q);
-    args.k = view_of(k);
-    args.v = view_of(v);
-    args.out = view_of(o);
-    args.lse = view_of(lse);
+    args.grad_out = view_in(go);
+    args.q = view_in(q);
+    args.k = view_in(k);
+    args.v = view_in(v);
+    args.out = view_in(o);
+    args.lse = view_in(lse);
     args.mask = mask_view(bias, q, k.size(2));
     args.causal = is_causal;
     args.scale = softmax_scale(scale, q);

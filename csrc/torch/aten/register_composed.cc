@@ -1,8 +1,11 @@
 // Ops composed from other native ember ops (each call below dispatches to an ember kernel): logical
 // ops, hardtanh, log-sigmoid, sgn of real tensors, a scalar raised to a tensor, one-sided clamps,
-// autograd's efficient zeros, the fused LSTM and GRU cells.
+// autograd's efficient zeros, the fused LSTM and GRU cells, embedding_bag, weight norm.
 // Each matches PyTorch's CPU results; forms these compositions do not cover (complex, an out= of
 // another dtype) take the visible CPU fallback.
+#include <limits>
+#include <vector>
+
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
@@ -149,6 +152,225 @@ at::Tensor efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarT
     return at::zeros(size, at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
 }
 
+// ---- embedding_bag: rows gathered with index_select, reduced per bag with index_add (sum,
+// mean) or scatter_reduce (max). offset2bag (each index's bag), bag_size (offsets.size(0)
+// entries, the count of non-padding indices per bag) and max_indices ([bags, dim] for max, else
+// empty) have CUDA's shapes and the indices' dtype, as PyTorch's meta kernels say for an
+// accelerator; only the backward below reads them. Sparse gradients take the CPU path.
+
+constexpr int64_t kBagSum = 0, kBagMean = 1, kBagMax = 2;
+
+bool bag_native(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool sparse) {
+    return !sparse && weight.is_privateuseone() && weight.dim() == 2 && at::isFloatingType(weight.scalar_type()) &&
+           plain_dtype(weight.scalar_type()) && indices.dim() == 1 && offsets.dim() == 1;
+}
+
+// Low-precision weights are summed in float, as CPU does.
+at::ScalarType bag_acc(const at::Tensor& weight) {
+    return at::isReducedFloatingType(weight.scalar_type()) ? at::kFloat : weight.scalar_type();
+}
+
+struct Bags {
+    at::Tensor idx;        // int64 [n]
+    at::Tensor offset2bag; // int64 [n]
+    at::Tensor valid;      // bool [n], or undefined without padding_idx
+    at::Tensor count;      // int64 [bags]: non-padding indices per bag
+    int64_t bags;
+};
+
+Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool include_last_offset, int64_t padding_idx) {
+    TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+                "embedding_bag: expected indices to be long or int, got ", indices.scalar_type());
+    TORCH_CHECK(offsets.scalar_type() == indices.scalar_type(), "embedding_bag: expected offsets (",
+                offsets.scalar_type(), ") to have the same dtype as indices (", indices.scalar_type(), ")");
+    TORCH_CHECK(!include_last_offset || offsets.size(0) >= 1, "include_last_offset: numBags should be at least 1");
+    Bags b;
+    const int64_t n = indices.size(0);
+    b.bags = offsets.size(0) - (include_last_offset ? 1 : 0);
+    b.idx = indices.to(at::kLong);
+    // Each bag start adds one at its offset; a running sum then names each index's bag. Empty
+    // bags add twice at one place and are skipped. An offset past the end is an index error.
+    at::Tensor starts = offsets.slice(0, 0, b.bags).to(at::kLong);
+    at::Tensor marks = at::zeros({n + 1}, b.idx.options()).index_add_(0, starts, at::ones({b.bags}, b.idx.options()));
+    b.offset2bag = marks.cumsum(0).slice(0, 0, n).sub_(1);
+    if (padding_idx >= 0) b.valid = b.idx.ne(padding_idx);
+    at::Tensor one = b.valid.defined() ? b.valid.to(at::kLong) : at::ones({n}, b.idx.options());
+    b.count = at::zeros({b.bags}, b.idx.options()).index_add_(0, b.offset2bag, one);
+    return b;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool scale_grad_by_freq,
+    int64_t mode, bool sparse, const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+    if (!bag_native(weight, indices, offsets, sparse))
+        return cpu<ATEN_OP(_embedding_bag)>(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                                            per_sample_weights, include_last_offset, padding_idx);
+    TORCH_CHECK(mode >= kBagSum && mode <= kBagMax, "embedding_bag: unknown mode ", mode);
+    const bool psw = per_sample_weights.has_value() && per_sample_weights->defined();
+    if (psw) {
+        TORCH_CHECK(mode == kBagSum, "embedding_bag: per_sample_weights only supported with mode='sum'");
+        TORCH_CHECK(per_sample_weights->dim() == 1 && per_sample_weights->numel() == indices.numel(),
+                    "embedding_bag: expected per_sample_weights to be 1D with ", indices.numel(), " elements, got ",
+                    per_sample_weights->sizes());
+    }
+    Bags b = make_bags(indices, offsets, include_last_offset, padding_idx);
+    const int64_t dim = weight.size(1);
+    const at::ScalarType acc = bag_acc(weight);
+    at::Tensor rows = weight.index_select(0, b.idx).to(acc);
+    if (psw) rows = rows.mul(per_sample_weights->to(acc).unsqueeze(1));
+    auto out_opts = weight.options().dtype(acc);
+    at::Tensor out, max_indices;
+    if (mode == kBagMax) {
+        const double ninf = -std::numeric_limits<double>::infinity();
+        if (b.valid.defined()) rows = at::where(b.valid.unsqueeze(1), rows, at::scalar_tensor(ninf, out_opts));
+        at::Tensor bag2d = b.offset2bag.unsqueeze(1).expand({b.idx.size(0), dim});
+        out = at::full({b.bags, dim}, ninf, out_opts).scatter_reduce(0, bag2d, rows, "amax", /*include_self=*/true);
+        at::Tensor empty = b.count.eq(0).unsqueeze(1);
+        out = at::where(empty, at::scalar_tensor(0.0, out_opts), out);
+        // The first index in the bag that holds the maximum, as CPU and CUDA pick it.
+        const int64_t n = b.idx.size(0);
+        at::Tensor pos = at::arange(n, b.idx.options()).unsqueeze(1).expand({n, dim});
+        at::Tensor hit = rows.eq(out.index_select(0, b.offset2bag));
+        at::Tensor first = at::full({b.bags, dim}, n, b.idx.options())
+                               .scatter_reduce(0, bag2d, at::where(hit, pos, at::scalar_tensor(n, b.idx.options())),
+                                               "amin", /*include_self=*/true);
+        at::Tensor found = first.lt(n);
+        at::Tensor row_of = b.idx.index_select(0, first.clamp_max(std::max<int64_t>(n - 1, 0)).view(-1)).view_as(first);
+        max_indices = at::where(found, n > 0 ? row_of : first, at::scalar_tensor(-1, b.idx.options()))
+                          .to(indices.scalar_type());
+    } else {
+        if (b.valid.defined()) rows = at::where(b.valid.unsqueeze(1), rows, at::scalar_tensor(0.0, out_opts));
+        out = at::zeros({b.bags, dim}, out_opts).index_add_(0, b.offset2bag, rows);
+        if (mode == kBagMean) out = out.div_(b.count.clamp_min(1).to(acc).unsqueeze(1));
+        max_indices = at::empty({0}, indices.options());
+    }
+    at::Tensor bag_size = at::zeros({offsets.size(0)}, indices.options());
+    bag_size.slice(0, 0, b.bags).copy_(b.count);
+    return {out.to(weight.scalar_type()), b.offset2bag.to(indices.scalar_type()), bag_size, max_indices};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool scale_grad_by_freq,
+    int64_t mode, bool sparse, const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+    if (!bag_native(weight, indices, offsets, sparse))
+        return cpu<ATEN_OP(_embedding_bag_forward_only)>(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                                                         per_sample_weights, include_last_offset, padding_idx);
+    return embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                         include_last_offset, padding_idx);
+}
+
+// d(weight): each index's row receives its bag's gradient (times its sample weight, divided by
+// the bag's size for mean, by the index's frequency with scale_grad_by_freq); for max only the
+// row that held each maximum receives it. Padding indices receive nothing.
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offset2bag,
+                                        const at::Tensor& bag_size, const at::Tensor& maximum_indices,
+                                        int64_t num_weights, bool scale_grad_by_freq, int64_t mode,
+                                        const std::optional<at::Tensor>& per_sample_weights, int64_t padding_idx) {
+    if (!grad.is_privateuseone() || grad.dim() != 2 || !plain_dtype(grad.scalar_type()) ||
+        !at::isFloatingType(grad.scalar_type()))
+        return cpu_symint<ATEN_OP(_embedding_bag_dense_backward)>(grad, indices, offset2bag, bag_size, maximum_indices,
+                                                                  c10::SymInt(num_weights), scale_grad_by_freq, mode,
+                                                                  per_sample_weights, padding_idx);
+    const int64_t dim = grad.size(1);
+    const at::ScalarType acc = bag_acc(grad);
+    at::Tensor g = grad.to(acc);
+    at::Tensor idx = indices.to(at::kLong);
+    at::Tensor gw = at::zeros({num_weights, dim}, grad.options().dtype(acc));
+    at::Tensor freq;
+    if (scale_grad_by_freq) freq = at::bincount(idx, {}, num_weights).to(acc).clamp_min(1);
+    if (mode == kBagMax) {
+        at::Tensor mi = maximum_indices.to(at::kLong);
+        at::Tensor found = mi.ge(0);
+        at::Tensor contrib = at::where(found, g, at::scalar_tensor(0.0, g.options()));
+        at::Tensor row = mi.clamp_min(0);
+        if (freq.defined()) contrib = contrib.div(freq.index_select(0, row.view(-1)).view_as(row));
+        at::Tensor flat = row.mul(dim).add(at::arange(dim, row.options()).unsqueeze(0));
+        gw.view(-1).index_add_(0, flat.view(-1), contrib.reshape(-1));
+        return gw.to(grad.scalar_type());
+    }
+    at::Tensor o2b = offset2bag.to(at::kLong);
+    at::Tensor rows = g.index_select(0, o2b);
+    if (mode == kBagMean) rows = rows.div(bag_size.to(at::kLong).index_select(0, o2b).clamp_min(1).to(acc).unsqueeze(1));
+    if (per_sample_weights.has_value() && per_sample_weights->defined())
+        rows = rows.mul(per_sample_weights->to(acc).unsqueeze(1));
+    if (freq.defined()) rows = rows.div(freq.index_select(0, idx).unsqueeze(1));
+    if (padding_idx >= 0)
+        rows = at::where(idx.ne(padding_idx).unsqueeze(1), rows, at::scalar_tensor(0.0, rows.options()));
+    gw.index_add_(0, idx, rows);
+    return gw.to(grad.scalar_type());
+}
+
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
+                                  const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                  const at::Tensor& maximum_indices, int64_t num_weights, bool scale_grad_by_freq,
+                                  int64_t mode, bool sparse, const std::optional<at::Tensor>& per_sample_weights,
+                                  int64_t padding_idx) {
+    // Sparse tensors do not exist on ember: a sparse gradient made on the CPU could not come back.
+    TORCH_CHECK_NOT_IMPLEMENTED(!sparse, "embedding_bag: sparse gradients (sparse=True) are not supported on the ember "
+                                "device; use sparse=False (dense gradients)");
+    return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                        scale_grad_by_freq, mode, per_sample_weights, padding_idx);
+}
+
+// d(per_sample_weights)[i] = <grad of i's bag, weight row of index i>; 0 for padding.
+at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, const at::Tensor& weight,
+                                                     const at::Tensor& indices, const at::Tensor& offsets,
+                                                     const at::Tensor& offset2bag, int64_t mode, int64_t padding_idx) {
+    if (!grad.is_privateuseone() || !plain_dtype(grad.scalar_type()) || !at::isFloatingType(grad.scalar_type()))
+        return cpu<ATEN_OP(_embedding_bag_per_sample_weights_backward)>(grad, weight, indices, offsets, offset2bag,
+                                                                        mode, padding_idx);
+    TORCH_CHECK(mode == kBagSum, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+    const at::ScalarType acc = bag_acc(grad);
+    at::Tensor idx = indices.to(at::kLong);
+    at::Tensor r = grad.to(acc).index_select(0, offset2bag.to(at::kLong)).mul(weight.to(acc).index_select(0, idx)).sum(1);
+    if (padding_idx >= 0) r = at::where(idx.ne(padding_idx), r, at::scalar_tensor(0.0, r.options()));
+    return r.to(grad.scalar_type());
+}
+
+// ---- weight norm: w = v * g / |v|, the norm over every dim but `dim` (nn.utils.weight_norm and
+// its parametrization, e.g. wav2vec2's positional convolution). Norms are [dim's size] shaped
+// like g, in float for low-precision inputs as on CPU.
+
+std::vector<int64_t> other_dims(const at::Tensor& v, int64_t dim) {
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < v.dim(); ++d)
+        if (d != dim) dims.push_back(d);
+    return dims;
+}
+
+bool weight_norm_native(const at::Tensor& v, const at::Tensor& g) {
+    return v.is_privateuseone() && g.is_privateuseone() && at::isFloatingType(v.scalar_type()) &&
+           plain_dtype(v.scalar_type()) && v.dim() > 0;
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+    if (!weight_norm_native(v, g)) return cpu<ATEN_OP(_weight_norm_interface)>(v, g, dim);
+    dim = at::maybe_wrap_dim(dim, v.dim());
+    const at::ScalarType acc = bag_acc(v);
+    at::Tensor norms = v.to(acc).square().sum(other_dims(v, dim), /*keepdim=*/true).sqrt();
+    at::Tensor w = v.to(acc).mul(g.to(acc).div(norms)).to(v.scalar_type());
+    return {w, norms.reshape(g.sizes())};
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor& grad_w, const at::Tensor& v,
+                                                                   const at::Tensor& g, const at::Tensor& norms,
+                                                                   int64_t dim) {
+    if (!weight_norm_native(v, g) || !grad_w.is_privateuseone())
+        return cpu<ATEN_OP(_weight_norm_interface_backward)>(grad_w, v, g, norms, dim);
+    dim = at::maybe_wrap_dim(dim, v.dim());
+    const at::ScalarType acc = bag_acc(v);
+    std::vector<int64_t> keep(v.dim(), 1);
+    keep[dim] = v.size(dim);
+    at::Tensor n = norms.to(acc).reshape(keep), gk = g.to(acc).reshape(keep);
+    at::Tensor gw = grad_w.to(acc), vv = v.to(acc);
+    // d/dg = <grad_w, v> / |v|;  d/dv = g / |v| * (grad_w - v * (d/dg) / |v|)
+    at::Tensor grad_g = gw.mul(vv).sum(other_dims(v, dim), /*keepdim=*/true).div(n);
+    at::Tensor grad_v = gk.div(n).mul(gw.sub(vv.mul(grad_g.div(n))));
+    return {grad_v.to(v.scalar_type()), grad_g.reshape(g.sizes()).to(g.scalar_type())};
+}
+
 }  // namespace
 
 // ---- fused LSTM / GRU cells -------------------------------------------------------------------
@@ -235,6 +457,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_embedding_bag", embedding_bag);
+    m.impl("_weight_norm_interface", weight_norm_interface);
+    m.impl("_weight_norm_interface_backward", weight_norm_interface_backward);
+    m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);
+    m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
+    m.impl("_embedding_bag_backward", embedding_bag_backward);
+    m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
     m.impl("_thnn_fused_lstm_cell", lstm_cell);
     m.impl("_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward);
     m.impl("_thnn_fused_gru_cell", gru_cell);

@@ -33,7 +33,7 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src_in) {
     at::assert_no_internal_overlap(dst);
     at::assert_no_partial_overlap(dst, src);
     runtime::Device& dev = tensor_device(dst);
-    kernels::TensorView d = view_of(dst), s = view_of(src);
+    kernels::TensorView d = view_of(dst), s = view_in(src);
     runtime::ThreadPool* pool = &dev.pool();
     runtime::Stream& stream = dev.current_stream();
     uint64_t seq = enqueue(stream, "copy_", [d, s, pool] { return kernels::copy(d, s, pool); });
@@ -255,7 +255,7 @@ void assert_async(const at::Tensor& self, std::string message) {
     TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with ", self.numel() == 0 ? "no values" : "more than one value",
                 " is ambiguous");
     c10::DeviceGuard guard(self.device());
-    kernels::TensorView v = view_of(self);
+    kernels::TensorView v = view_in(self);
     enqueue(current_stream_of(self), "_assert_async", [v, message = std::move(message)] {
         kernels::TensorView one;
         double value = 0;

@@ -291,7 +291,7 @@ void queue_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_
     auto updates = std::make_shared<std::vector<Update>>();
     for (size_t i = 0; i < params.size(); ++i) {
         if (params[i].numel() == 0) continue;
-        Update u{view_of(params[i]), view_of(grads[i]), view_of(exp_avgs[i]), view_of(exp_avg_sqs[i]), {}, base};
+        Update u{view_of(params[i]), view_in(grads[i]), view_of(exp_avgs[i]), view_of(exp_avg_sqs[i]), {}, base};
         if (base.amsgrad) u.vmax = view_of(max_exp_avg_sqs[i]);
         u.args.step = static_cast<const float*>(steps[i].const_data_ptr());
         updates->push_back(u);

@@ -82,7 +82,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
     if (out.numel() == 0) return out;
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() ? out : at::empty(shape, out.options());
-    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim), x = view_of(idx);
+    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim, false), x = view_in(idx);
     queue(dst, "index_select", [o, i, x](runtime::ThreadPool* p) {
         return kernels::index_select(o, i, x, p);
     });
@@ -109,7 +109,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
     at::Tensor idx = indices.reshape({-1}).contiguous();
     at::Tensor src = grad.contiguous().view({idx.size(0), width});
     at::Tensor out = at::zeros({rows, width}, grad.options());
-    kernels::TensorView o = view_of(out), s = view_of(src), x = view_of(idx);
+    kernels::TensorView o = view_of(out), s = view_in(src), x = view_in(idx);
     int64_t skip = padding_idx.expect_int();
     queue(out, "embedding_dense_backward", [o, s, x, skip](runtime::ThreadPool* p) {
         return kernels::index_add_rows(o, s, x, skip, p);
@@ -131,7 +131,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
     resize_out(out, index.sizes(), {&self, &index});
     if (index.numel() == 0) return out;
-    kernels::TensorView o = view_of(out), i = view_of(self), x = view_of(index);
+    kernels::TensorView o = view_of(out), i = view_in(self), x = view_in(index);
     int d = static_cast<int>(dim);
     queue(out, "gather", [o, i, x, d](runtime::ThreadPool* p) { return kernels::gather(o, i, x, d, p); });
     return out;
@@ -150,7 +150,7 @@ at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out, b
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
     int64_t rows = self.size(-2), cols = self.size(-1);
-    kernels::TensorView o = view_of(dst.view({-1, rows, cols})), i = view_of(src.view({-1, rows, cols}));
+    kernels::TensorView o = view_of(dst.view({-1, rows, cols})), i = view_in(src.view({-1, rows, cols}));
     queue(dst, lower ? "tril" : "triu", [o, i, diagonal, lower](runtime::ThreadPool* p) {
         return kernels::triangle(o, i, diagonal, lower, p);
     });
@@ -190,7 +190,7 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::S
     if (self.numel() == 0) return out;
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
-    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim);
+    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim, false);
     queue(dst, "cumsum", [o, i](runtime::ThreadPool* p) { return kernels::cumsum(o, i, p); });
     if (!dst.is_same(out)) out.copy_(dst);
     return out;
@@ -228,7 +228,7 @@ at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& m
     resize_out(out, {bins}, {&self});
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() ? out : at::empty({bins}, out.options());
-    kernels::TensorView o = view_of(dst), i = view_of(src.reshape({-1}));
+    kernels::TensorView o = view_of(dst), i = view_in(src.reshape({-1}));
     queue(dst, "histc", [o, i, bins, lo, hi](runtime::ThreadPool* p) { return kernels::histc(o, i, bins, lo, hi, p); });
     if (!dst.is_same(out)) out.copy_(dst);
     return out;

@@ -22,8 +22,9 @@ bool gemm_dtype(c10::ScalarType t) {
     return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
 }
 
-kernels::TensorView as_3d(const at::Tensor& t) {
-    return view_of(t.dim() == 2 ? t.unsqueeze(0) : t);
+kernels::TensorView as_3d(const at::Tensor& t, bool writable = true) {
+    at::Tensor v = t.dim() == 2 ? t.unsqueeze(0) : t;
+    return writable ? view_of(v) : view_in(v);
 }
 
 void check_operands(const char* op, const at::Tensor& a, const at::Tensor& b, int64_t dim) {
@@ -53,7 +54,7 @@ void queue_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
         else out.mul_(beta);
         return;
     }
-    kernels::GemmArgs args{as_3d(a), as_3d(b), as_3d(out), alpha, beta};
+    kernels::GemmArgs args{as_3d(a, false), as_3d(b, false), as_3d(out), alpha, beta};
     queue(out, "gemm", [args](runtime::ThreadPool* pool) { return kernels::gemm(args, pool); });
 }
 

@@ -17,9 +17,9 @@ namespace {
 
 bool float_type(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()); }
 
-// A contiguous tensor as [rows, cols].
-kernels::TensorView rows_view(const at::Tensor& t, int64_t cols) {
-    kernels::TensorView v = view_of(t);
+// A contiguous tensor as [rows, cols]; writable=false for one the kernel only reads.
+kernels::TensorView rows_view(const at::Tensor& t, int64_t cols, bool writable = true) {
+    kernels::TensorView v = writable ? view_of(t) : view_in(t);
     int64_t rows = cols == 0 ? 0 : t.numel() / cols;
     v.ndim = 2;
     v.sizes[0] = rows;
@@ -30,9 +30,9 @@ kernels::TensorView rows_view(const at::Tensor& t, int64_t cols) {
 }
 
 // A contiguous [cols] parameter vector, or an empty view (data == nullptr) when absent.
-kernels::TensorView vector_view(const at::Tensor& t, int64_t cols) {
+kernels::TensorView vector_view(const at::Tensor& t, int64_t cols, bool writable = true) {
     if (!t.defined()) return {};
-    kernels::TensorView v = rows_view(t, cols);
+    kernels::TensorView v = rows_view(t, cols, writable);
     v.ndim = 1;
     v.sizes[0] = cols;
     v.strides[0] = 1;
@@ -40,8 +40,8 @@ kernels::TensorView vector_view(const at::Tensor& t, int64_t cols) {
 }
 
 // A [rows] statistics tensor (mean or rstd).
-kernels::TensorView stats_view(const at::Tensor& t) {
-    kernels::TensorView v = rows_view(t, 1);
+kernels::TensorView stats_view(const at::Tensor& t, bool writable = true) {
+    kernels::TensorView v = rows_view(t, 1, writable);
     v.ndim = 1;
     return v;
 }
@@ -54,7 +54,7 @@ at::Tensor softmax_impl(const at::Tensor& self, int64_t dim, bool log) {
     at::Tensor out = at::empty_like(in, at::MemoryFormat::Contiguous);
     int64_t cols = in.size(-1);
     if (in.numel() > 0) {
-        kernels::TensorView o = rows_view(out, cols), i = rows_view(in, cols);
+        kernels::TensorView o = rows_view(out, cols), i = rows_view(in, cols, false);
         queue(in, log ? "log_softmax" : "softmax",
               [o, i, log](runtime::ThreadPool* p) { return kernels::softmax(o, i, log, p); });
     }
@@ -71,7 +71,7 @@ at::Tensor softmax_backward_impl(const at::Tensor& grad, const at::Tensor& outpu
     at::Tensor gin = at::empty_like(o, at::MemoryFormat::Contiguous);
     int64_t cols = o.size(-1);
     if (o.numel() > 0) {
-        kernels::TensorView gi = rows_view(gin, cols), gv = rows_view(g, cols), ov = rows_view(o, cols);
+        kernels::TensorView gi = rows_view(gin, cols), gv = rows_view(g, cols, false), ov = rows_view(o, cols, false);
         queue(o, log ? "log_softmax_backward" : "softmax_backward",
               [gi, gv, ov, log, k1 = g, k2 = o](runtime::ThreadPool* p) {
                   return kernels::softmax_backward(gi, gv, ov, log, p);
@@ -138,9 +138,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
     at::Tensor rstd = at::empty(stat_shape, mean.options());
     at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
     at::Tensor bk = bias && bias->defined() ? bias->contiguous() : at::Tensor();
-    kernels::TensorView o = rows_view(out, cols), xv = rows_view(x, cols);
+    kernels::TensorView o = rows_view(out, cols), xv = rows_view(x, cols, false);
     kernels::TensorView mv = stats_view(mean), rv = stats_view(rstd);
-    kernels::TensorView wv = vector_view(wk, cols), bv = vector_view(bk, cols);
+    kernels::TensorView wv = vector_view(wk, cols, false), bv = vector_view(bk, cols, false);
     queue(x, "layer_norm", [o, mv, rv, xv, wv, bv, eps](runtime::ThreadPool* p) {
         return kernels::layer_norm(o, mv, rv, xv, wv, bv, eps, p);
     });
@@ -166,9 +166,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     at::Tensor gw = mask[1] && wk.defined() ? at::empty_like(wk) : at::Tensor();
     at::Tensor gb = mask[2] && bias && bias->defined() ? at::empty_like(bias->contiguous()) : at::Tensor();
     kernels::TensorView giv = gi.defined() ? rows_view(gi, cols) : kernels::TensorView{};
-    kernels::TensorView gwv = vector_view(gw, cols), gbv = vector_view(gb, cols), wv = vector_view(wk, cols);
-    kernels::TensorView gv = rows_view(g, cols), xv = rows_view(x, cols);
-    kernels::TensorView mv = stats_view(mc), rv = stats_view(rc);
+    kernels::TensorView gwv = vector_view(gw, cols), gbv = vector_view(gb, cols), wv = vector_view(wk, cols, false);
+    kernels::TensorView gv = rows_view(g, cols, false), xv = rows_view(x, cols, false);
+    kernels::TensorView mv = stats_view(mc, false), rv = stats_view(rc, false);
     queue(x, "layer_norm_backward",
           [giv, gwv, gbv, gv, xv, mv, rv, wv](runtime::ThreadPool* p) {
               return kernels::layer_norm_backward(giv, gwv, gbv, gv, xv, mv, rv, wv, p);
@@ -199,8 +199,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, cons
     at::Tensor out = per_row ? at::empty({rows}, self.options()) : at::empty({}, self.options());
     at::Tensor total = at::empty({}, self.options());
     at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
-    kernels::TensorView lv = rows_view(logp, classes), tv = view_of(t), ov = view_of(out), totv = view_of(total);
-    kernels::TensorView wv = wk.defined() ? view_of(wk) : kernels::TensorView{};
+    kernels::TensorView lv = rows_view(logp, classes, false), tv = view_in(t), ov = view_of(out), totv = view_of(total);
+    kernels::TensorView wv = wk.defined() ? view_in(wk) : kernels::TensorView{};
     int64_t red = per_row ? 0 : (reduction == at::Reduction::None ? 2 : reduction);
     int64_t ignore = ignore_index.expect_int();
     queue(logp, "nll_loss", [ov, totv, lv, tv, wv, red, ignore](runtime::ThreadPool* p) {
@@ -222,8 +222,8 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     at::Tensor go = grad_output.contiguous(), tw = total_weight.contiguous();
     at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
     bool per_row = reduction == at::Reduction::None && self.dim() == 2;
-    kernels::TensorView gv = rows_view(grad, classes), gov = view_of(go), tv = view_of(t), twv = view_of(tw);
-    kernels::TensorView wv = wk.defined() ? view_of(wk) : kernels::TensorView{};
+    kernels::TensorView gv = rows_view(grad, classes), gov = view_in(go), tv = view_in(t), twv = view_in(tw);
+    kernels::TensorView wv = wk.defined() ? view_in(wk) : kernels::TensorView{};
     int64_t red = per_row ? 0 : (reduction == at::Reduction::None ? 2 : reduction);
     int64_t ignore = ignore_index.expect_int();
     queue(grad, "nll_loss_backward", [gv, gov, tv, wv, twv, red, ignore](runtime::ThreadPool* p) {

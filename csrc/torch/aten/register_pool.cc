@@ -26,9 +26,10 @@ int64_t pick(c10::IntArrayRef v, int i, int64_t dflt) {
 }
 
 // [P, H, W] planes of a contiguous NCHW (or CHW) tensor.
-kernels::TensorView planes(const at::Tensor& t) {
+kernels::TensorView planes(const at::Tensor& t, bool writable = true) {
     int64_t h = t.size(-2), w = t.size(-1);
-    return view_of(t.view({-1, h, w}));
+    at::Tensor v = t.view({-1, h, w});
+    return writable ? view_of(v) : view_in(v);
 }
 
 std::vector<int64_t> with_spatial(const at::Tensor& x, int64_t oh, int64_t ow) {
@@ -66,7 +67,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
     at::Tensor idx = at::empty(with_spatial(x, OH, OW), x.options().dtype(at::kLong));
-    kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x);
+    kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x, false);
     queue(x, "max_pool2d", [o, i, xv, p](runtime::ThreadPool* pool) { return kernels::max_pool2d(o, i, xv, p, pool); });
     return {out, idx};
 }
@@ -80,7 +81,7 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c
     }
     at::Tensor g = grad.contiguous(), idx = indices.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::TensorView giv = planes(gi), gv = planes(g), iv = planes(idx);
+    kernels::TensorView giv = planes(gi), gv = planes(g, false), iv = planes(idx, false);
     queue(gi, "max_pool2d_backward", [giv, gv, iv](runtime::ThreadPool* pool) {
         return kernels::max_pool2d_backward(giv, gv, iv, pool);
     });
@@ -104,7 +105,7 @@ at::Tensor avg_pool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntA
                                    1, 1, self.size(-3), H, W, OH, OW, self.suggest_memory_format());
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
-    kernels::TensorView o = planes(out), xv = planes(x);
+    kernels::TensorView o = planes(out), xv = planes(x, false);
     queue(x, "avg_pool2d", [o, xv, p](runtime::ThreadPool* pool) { return kernels::avg_pool2d(o, xv, p, pool); });
     return out;
 }
@@ -122,7 +123,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c
     p.divisor_override = divisor_override.value_or(0);
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::TensorView giv = planes(gi), gv = planes(g);
+    kernels::TensorView giv = planes(gi), gv = planes(g, false);
     queue(gi, "avg_pool2d_backward", [giv, gv, p](runtime::ThreadPool* pool) {
         return kernels::avg_pool2d_backward(giv, gv, p, pool);
     });
@@ -140,7 +141,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef outpu
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
     if (out.numel() == 0) return out;
-    kernels::TensorView o = planes(out), xv = planes(x);
+    kernels::TensorView o = planes(out), xv = planes(x, false);
     queue(x, "adaptive_avg_pool2d", [o, xv](runtime::ThreadPool* pool) { return kernels::adaptive_avg_pool2d(o, xv, pool); });
     return out;
 }
@@ -151,7 +152,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
     }
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::TensorView giv = planes(gi), gv = planes(g);
+    kernels::TensorView giv = planes(gi), gv = planes(g, false);
     queue(gi, "adaptive_avg_pool2d_backward", [giv, gv](runtime::ThreadPool* pool) {
         return kernels::adaptive_avg_pool2d_backward(giv, gv, pool);
     });

@@ -71,7 +71,7 @@ void queue_reduce(ReduceOp op, const at::Tensor& self, const Plan& p, const at::
     if (out.numel() == 0) return;
     c10::DeviceGuard guard(self.device());
     kernels::ReduceArgs args;
-    args.in = view_of(self.dim() == 0 ? self : self.permute(p.order));
+    args.in = view_in(self.dim() == 0 ? self : self.permute(p.order));
     args.kept = p.kept;
     args.out = kept_view(out, self, p);
     if (indices.defined()) args.indices = kept_view(indices, self, p);
@@ -232,6 +232,36 @@ at::Tensor vector_norm(const at::Tensor& self, const c10::Scalar& ord, at::Optio
 }
 
 
+// The older torch.norm(p, dim) overloads (norm_except_dim, weight norm's unfused path): the same
+// kernel as linalg_vector_norm; p = None means 2.
+bool norm_native(const at::Tensor& self) { return reducible(self) && at::isFloatingType(self.scalar_type()); }
+
+at::Tensor norm_dim(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim) {
+    if (!norm_native(self)) return cpu<ATEN_OP2(norm, ScalarOpt_dim)>(self, p, dim, keepdim);
+    return vector_norm(self, p.value_or(2), dim, keepdim, std::nullopt);
+}
+
+at::Tensor norm_dim_dtype(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim,
+                          bool keepdim, c10::ScalarType dtype) {
+    if (!norm_native(self) || !at::isFloatingType(dtype))
+        return cpu<ATEN_OP2(norm, ScalarOpt_dim_dtype)>(self, p, dim, keepdim, dtype);
+    return vector_norm(self, p.value_or(2), dim, keepdim, dtype);
+}
+
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& out) {
+    if (!norm_native(self) || out.scalar_type() != self.scalar_type())
+        return cpu<ATEN_OP2(norm, out)>(self, p, dim, keepdim, out);
+    return vector_norm_out(self, p.value_or(2), dim, keepdim, std::nullopt, out);
+}
+
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, c10::ScalarType dtype, at::Tensor& out) {
+    if (!norm_native(self) || !at::isFloatingType(dtype) || out.scalar_type() != dtype)
+        return cpu<ATEN_OP2(norm, dtype_out)>(self, p, dim, keepdim, dtype, out);
+    return vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
+}
+
 #define EMBER_VAR_STD(name, kOp)                                                                   \
     at::Tensor name##_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,               \
                                  const std::optional<c10::Scalar>& correction, bool keepdim) {      \
@@ -305,6 +335,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("argmin.out", argmin_out);
     m.impl("linalg_vector_norm", vector_norm);
     m.impl("linalg_vector_norm.out", vector_norm_out);
+    m.impl("norm.ScalarOpt_dim", norm_dim);
+    m.impl("norm.ScalarOpt_dim_dtype", norm_dim_dtype);
+    m.impl("norm.out", norm_out);
+    m.impl("norm.dtype_out", norm_dtype_out);
     m.impl("var.correction", var_correction);
     m.impl("std.correction", std_correction);
     m.impl("var_mean.correction", var_mean_correction);

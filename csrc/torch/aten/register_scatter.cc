@@ -41,7 +41,7 @@ at::Tensor& scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& 
     at::Tensor dst = out.is_contiguous() ? out : at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous)).copy_(out);
     // PyTorch treats a 0-d tensor here as 1-d of size 1; so does the kernel's view of it.
     auto rank1 = [](const at::Tensor& t) { return t.dim() == 0 ? t.view({1}) : t; };
-    kernels::TensorView o = view_of(rank1(dst)), i = view_of(rank1(idx)), v = view_of(rank1(s));
+    kernels::TensorView o = view_of(rank1(dst)), i = view_in(rank1(idx)), v = view_in(rank1(s));
     int d = static_cast<int>(dim);
     queue(dst, "scatter", [o, i, v, d, reduce](runtime::ThreadPool* p) { return kernels::scatter(o, i, v, d, reduce, p); });
     if (!dst.is_same(out)) out.copy_(dst);
@@ -105,7 +105,7 @@ at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at
 // Counts the nonzero elements of `t` on its stream and waits for the answer.
 int64_t device_count_nonzero(const at::Tensor& t) {
     auto result = std::make_shared<int64_t>(0);
-    kernels::TensorView v = view_of(t);
+    kernels::TensorView v = view_in(t);
     queue(t, "count_nonzero", [v, result](runtime::ThreadPool* p) {
         auto n = kernels::count_nonzero(v, p);
         if (!n.ok()) return n.status();
@@ -121,7 +121,7 @@ at::Tensor nonzero_fn(const at::Tensor& self) {
     const int64_t count = device_count_nonzero(self);
     at::Tensor out = at::empty({count, self.dim()}, self.options().dtype(at::kLong));
     if (count == 0 || self.dim() == 0) return out;
-    kernels::TensorView o = view_of(out), i = view_of(self);
+    kernels::TensorView o = view_of(out), i = view_in(self);
     queue(out, "nonzero", [o, i](runtime::ThreadPool* p) { return kernels::nonzero(o, i, p); });
     return out;
 }
@@ -133,7 +133,7 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
     const int64_t count = device_count_nonzero(*m);
     at::Tensor out = at::empty({count}, self.options());
     if (count == 0) return out;
-    kernels::TensorView o = view_of(out), i = view_of(*s), k = view_of(*m);
+    kernels::TensorView o = view_of(out), i = view_in(*s), k = view_in(*m);
     queue(out, "masked_select", [o, i, k](runtime::ThreadPool* p) { return kernels::masked_select(o, i, k, p); });
     return out;
 }
@@ -260,7 +260,7 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
     if (!at::is_expandable_to(values.sizes(), r.result_shape)) return fallback();  // CPU words the error
     if (r.positions.size(0) == 0) return self;
     at::Tensor vals = values.expand(r.result_shape).reshape(target).contiguous();
-    kernels::TensorView o = fold3(r.flat, r.dim), i = view_of(r.positions), v = fold3(vals, r.dim);
+    kernels::TensorView o = fold3(r.flat, r.dim), i = view_in(r.positions), v = fold3(vals, r.dim, false);
     queue(self, "index_put_", [o, i, v, accumulate](runtime::ThreadPool* p) {
         return kernels::index_put_rows(o, i, v, accumulate, p);
     });
@@ -290,7 +290,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     // where the kernel's bounds check reports them.
     at::Tensor idx = index.reshape({-1}).to(at::kLong);
     idx = at::where(idx.lt(0), idx.new_full({}, self.size(dim)), idx);
-    kernels::TensorView o = fold3(dst, dim), i = view_of(idx), v = fold3(src, dim);
+    kernels::TensorView o = fold3(dst, dim), i = view_in(idx), v = fold3(src, dim, false);
     queue(dst, "index_add", [o, i, v](runtime::ThreadPool* p) { return kernels::index_put_rows(o, i, v, true, p); });
     if (!dst.is_same(out)) out.copy_(dst);
     return out;

@@ -42,7 +42,7 @@ std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optio
     resize_out(indices, self.sizes());
     if (self.numel() == 0) return {values, indices};
     at::Tensor src = self.contiguous(), v = writable(values, self), i = writable(indices, self);
-    kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim);
+    kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim, false);
     // The kernel is always stable, which also satisfies stable=False.
     queue(v, "sort", [vo, io, in, descending](runtime::ThreadPool* p) {
         return kernels::sort(vo, io, in, descending, true, p);
@@ -66,7 +66,7 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, c10::SymIn
     resize_out(indices, shape);
     if (values.numel() == 0) return {values, indices};
     at::Tensor src = self.contiguous(), v = writable(values, self), i = writable(indices, self);
-    kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim);
+    kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim, false);
     queue(v, "topk", [vo, io, in, k, largest, sorted](runtime::ThreadPool* p) {
         return kernels::topk(vo, io, in, k, largest, sorted, p);
     });
@@ -83,7 +83,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
     at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
     if (self.numel() == 0) return out;
     uint64_t mask = self.dim() == 0 ? 0 : seen.to_ullong();
-    kernels::TensorView o = view_of(out), i = view_of(self);
+    kernels::TensorView o = view_of(out), i = view_in(self);
     queue(out, "flip", [o, i, mask](runtime::ThreadPool* p) { return kernels::flip(o, i, mask, p); });
     return out;
 }
@@ -91,7 +91,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
 at::Tensor roll_dim(const at::Tensor& self, int64_t dim, int64_t shift) {
     at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
     if (self.numel() == 0) return out;
-    kernels::TensorView o = view_of(out), i = view_of(self);
+    kernels::TensorView o = view_of(out), i = view_in(self);
     int d = static_cast<int>(dim);
     queue(out, "roll", [o, i, d, shift](runtime::ThreadPool* p) { return kernels::roll(o, i, d, shift, p); });
     return out;
