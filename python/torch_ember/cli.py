@@ -7,6 +7,8 @@ import importlib
 # subcommand -> (module with main(argv, prog), one-line help). Modules load only when chosen,
 # so `ember --help` stays quick.
 COMMANDS = {
+    "bench": ("torch_ember.bench.cli",
+              "benchmarks: train (preparation, execution and completion against PyTorch on the CPU)"),
     "cache": ("torch_ember.compile.cache_cli",
               "inspect or clear the compiled-graph cache (info | clear)"),
     "conformance": ("torch_ember.conformance.run",

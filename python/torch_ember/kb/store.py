@@ -25,7 +25,7 @@ from pathlib import Path
 from .explain import explain
 
 SCHEMA_VERSION = 1
-KINDS = ("sweep-models", "conformance", "conformance-compiled", "bench", "upstream")
+KINDS = ("sweep-models", "conformance", "conformance-compiled", "bench", "bench-train", "upstream")
 STATUSES = ("pass", "fail", "skip")
 DEFAULT_PATH = Path("~/.cache/torch_ember/kb.sqlite")
 # Thread and BLAS settings change every timing, so they are stored with each run.
@@ -224,6 +224,8 @@ def detect_kind(data) -> str:
                 return "upstream"
         if "files" in data and "results" in data:
             return "upstream"
+    if isinstance(data, dict) and data.get("bench") == "train" and isinstance(data.get("results"), list):
+        return "bench-train"  # `ember bench train`
     if isinstance(data, list) or (isinstance(data, dict) and "bench" in data):
         return "bench"
     raise ValueError("cannot tell which runner wrote this JSON; pass --kind")
@@ -345,7 +347,9 @@ def _bench_items(data) -> list[dict]:
             err = rec.get("error") or rec.get("failure")
             fallback = rec.get("fallback_ops") if isinstance(rec.get("fallback_ops"), list) else ()
             info = {k: str(v) for k, v in rec.items() if isinstance(v, str) and k not in ("error", "failure")}
-            out.append(_item(f"{title}: {name}", "fail" if err else "pass", "error" if err else "ok", {},
+            skipped = rec.get("status") == "skip" and not err  # a run the benchmark left out
+            out.append(_item(f"{title}: {name}", "fail" if err else "skip" if skipped else "pass",
+                             "error" if err else "skipped" if skipped else "ok", {},
                              fallback, _numbers(rec), info,
                              [{"category": "error", "message": str(err)}] if err else ()))
 
@@ -357,7 +361,7 @@ def _bench_items(data) -> list[dict]:
                                         if isinstance(v, str) or k in ("size", "n", "batch", "seq")) or str(i)
                 add(name, rec)
         for key, value in bench.items():
-            if isinstance(value, dict) and key not in _META_KEYS:
+            if isinstance(value, dict) and key not in _META_KEYS and key != "summary":
                 add(key, value)
         # Top-level numbers other than the thread counts (settings, not results) are one more.
         top = {k: v for k, v in bench.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -368,7 +372,8 @@ def _bench_items(data) -> list[dict]:
 
 
 _ITEMS = {"sweep-models": _sweep_items, "conformance": _conformance_items,
-          "conformance-compiled": _conformance_items, "upstream": _upstream_items, "bench": _bench_items}
+          "conformance-compiled": _conformance_items, "upstream": _upstream_items, "bench": _bench_items,
+          "bench-train": _bench_items}
 
 
 def items_from(kind: str, data) -> list[dict]:
@@ -387,7 +392,7 @@ def digest(data) -> str:
 def _meta_of(kind, data) -> tuple[dict, dict]:
     if isinstance(data, dict):
         meta = {k: v for k, v in (data.get("meta") or {}).items()}
-        if kind == "bench":
+        if kind in ("bench", "bench-train"):
             meta.update({k: v for k, v in data.items() if k != "results" and not isinstance(v, dict)})
             meta.update({k: data[k] for k in _META_KEYS if isinstance(data.get(k), dict)})
         return meta, data.get("summary") or {}
