@@ -182,6 +182,10 @@ def main(argv=None):
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="only print the final summary")
+    parser.add_argument("--no-compare", action="store_true",
+                        help="skip the closing side-by-side of Ember eager and compiled")
+    parser.add_argument("--compare-steps", type=int, default=8, metavar="N",
+                        help="steps of each run in the side-by-side (default 8)")
     args = parser.parse_args(argv)
     # Import the backend before anything touches the device (train does it too;
     # the import is idempotent).
@@ -190,6 +194,10 @@ def main(argv=None):
         device=args.device, steps=args.steps, batch=args.batch, seq=args.seq,
         dtype=args.dtype, quiet=args.quiet, seed=args.seed, attn=args.attn,
     )
+    if str(args.device).split(":")[0] == "ember" and not args.no_compare:
+        from .compare import side_by_side
+
+        side_by_side(args.compare_steps, args.dtype)
     return 0
 
 
