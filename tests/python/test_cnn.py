@@ -115,3 +115,25 @@ def test_upsample_nearest_channels_last_and_bf16(native_only):
     fwd_bwd(lambda t: F.interpolate(t.contiguous(memory_format=torch.channels_last), scale_factor=2.5), x,
             torch.float32)
     fwd_bwd(lambda t: F.interpolate(t, size=(7, 13), mode="nearest-exact"), x.bfloat16(), torch.bfloat16)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("case", [("linear", (2, 3, 7), dict(scale_factor=2)), ("linear", (2, 3, 7), dict(size=4)),
+                                  ("bilinear", (1, 2, 5, 4), dict(scale_factor=(1.7, 3))),
+                                  ("bilinear", (2, 3, 6, 6), dict(size=(12, 3))), ("bilinear", (1, 1, 1, 5), dict(size=(3, 1))),
+                                  ("trilinear", (1, 2, 3, 4, 5), dict(scale_factor=2)),
+                                  ("trilinear", (1, 2, 3, 4, 5), dict(size=(2, 7, 5)))])
+def test_upsample_linear(align_corners, case, native_only):
+    mode, shape, kw = case
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(5))
+    for dtype in (torch.float32, torch.float64):
+        fwd_bwd(lambda t: F.interpolate(t, mode=mode, align_corners=align_corners, **kw), x.to(dtype), dtype)
+
+
+def test_upsample_bilinear_channels_last_bf16_and_recompute_scale(native_only):
+    x = torch.randn(2, 3, 5, 6, generator=torch.Generator().manual_seed(6))
+    fwd_bwd(lambda t: F.interpolate(t.contiguous(memory_format=torch.channels_last), scale_factor=1.5,
+                                    mode="bilinear"), x, torch.float32)
+    fwd_bwd(lambda t: F.interpolate(t, scale_factor=2.3, mode="bilinear", recompute_scale_factor=True), x,
+            torch.float32)
+    fwd_bwd(lambda t: F.interpolate(t, size=(9, 4), mode="bilinear"), x.bfloat16(), torch.bfloat16)

@@ -265,95 +265,6 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
     return out.index_add_(0, self.to(at::kLong), src);
 }
 
-// ---- nearest upsampling ------------------------------------------------------------------------
-
-// Source index of each output position along one axis, in the float arithmetic PyTorch's CPU
-// kernels use (so rounding at the cell edges agrees): nearest floors dst * scale (with shortcuts
-// for equal and doubled sizes), nearest-exact floors (dst + 0.5) * scale.
-at::Tensor nearest_source(int64_t in, int64_t out, std::optional<double> scale, bool exact, c10::Device dev) {
-    const float s = (scale && *scale > 0) ? static_cast<float>(1.0 / *scale)
-                                          : static_cast<float>(in) / static_cast<float>(out);
-    std::vector<int64_t> idx(static_cast<size_t>(out));
-    for (int64_t i = 0; i < out; ++i) {
-        int64_t src;
-        if (!exact && out == in) src = i;
-        else if (!exact && out == 2 * in) src = i >> 1;
-        else if (exact) src = static_cast<int64_t>(std::floor(static_cast<float>((static_cast<double>(i) + 0.5) * s)));
-        else src = static_cast<int64_t>(std::floor(static_cast<float>(i) * s));
-        idx[static_cast<size_t>(i)] = std::min(src, in - 1);
-    }
-    return at::tensor(idx, at::kLong).to(dev);
-}
-
-bool nearest_native(const at::Tensor& t, size_t spatial) {
-    return at::isFloatingType(t.scalar_type()) && t.dim() == static_cast<int64_t>(spatial) + 2;
-}
-
-// Each spatial axis gathered by its source indices; the backward adds each output gradient back
-// into its source cell, axis by axis in reverse.
-at::Tensor nearest_forward(const at::Tensor& x, at::IntArrayRef out_size, const std::vector<std::optional<double>>& scales,
-                           bool exact) {
-    TORCH_CHECK(out_size.size() == scales.size(), "upsample: expected ", scales.size(), " output sizes, got ", out_size.size());
-    at::Tensor y = x;
-    for (size_t a = 0; a < scales.size(); ++a) {
-        const int64_t d = static_cast<int64_t>(a) + 2;
-        TORCH_CHECK(x.size(d) > 0 && out_size[a] > 0, "upsample: input and output sizes should be greater than 0, but got input ",
-                    x.sizes(), " and output ", out_size);
-        y = y.index_select(d, nearest_source(x.size(d), out_size[a], scales[a], exact, x.device()));
-    }
-    return y.contiguous(x.suggest_memory_format());
-}
-
-at::Tensor nearest_backward(const at::Tensor& grad, at::IntArrayRef out_size, at::IntArrayRef in_size,
-                            const std::vector<std::optional<double>>& scales, bool exact) {
-    at::Tensor g = grad;
-    for (size_t a = scales.size(); a-- > 0;) {
-        const int64_t d = static_cast<int64_t>(a) + 2;
-        std::vector<int64_t> shape(g.sizes().begin(), g.sizes().end());
-        shape[static_cast<size_t>(d)] = in_size[static_cast<size_t>(d)];
-        g = at::zeros(shape, grad.options()).index_add_(d, nearest_source(in_size[d], out_size[a], scales[a], exact, grad.device()), g);
-    }
-    return g;
-}
-
-#define EMBER_NEAREST(name, exact, n, SCALE_PARAMS, ...)                                                          \
-    at::Tensor name(const at::Tensor& self, at::IntArrayRef out_size, SCALE_PARAMS) {                                 \
-        if (!nearest_native(self, n)) return cpu<ATEN_OP(name)>(self, out_size, __VA_ARGS__);                          \
-        return nearest_forward(self, out_size, {__VA_ARGS__}, exact);                                                 \
-    }                                                                                                                 \
-    at::Tensor& name##_out(const at::Tensor& self, at::IntArrayRef out_size, SCALE_PARAMS, at::Tensor& out) {         \
-        if (!nearest_native(self, n) || out.scalar_type() != self.scalar_type())                                       \
-            return cpu<ATEN_OP2(name, out)>(self, out_size, __VA_ARGS__, out);                                         \
-        at::Tensor r = nearest_forward(self, out_size, {__VA_ARGS__}, exact);                                         \
-        resize_out(out, r.sizes(), {&self});                                                                          \
-        return out.copy_(r);                                                                                          \
-    }                                                                                                                 \
-    at::Tensor name##_backward(const at::Tensor& grad, at::IntArrayRef out_size, at::IntArrayRef in_size,             \
-                               SCALE_PARAMS) {                                                                        \
-        if (!nearest_native(grad, n)) return cpu<ATEN_OP(name##_backward)>(grad, out_size, in_size, __VA_ARGS__);      \
-        return nearest_backward(grad, out_size, in_size, {__VA_ARGS__}, exact);                                       \
-    }                                                                                                                 \
-    at::Tensor& name##_backward_out(const at::Tensor& grad, at::IntArrayRef out_size, at::IntArrayRef in_size,        \
-                                    SCALE_PARAMS, at::Tensor& grad_input) {                                           \
-        if (!nearest_native(grad, n) || grad_input.scalar_type() != grad.scalar_type())                                \
-            return cpu<ATEN_OP2(name##_backward, grad_input)>(grad, out_size, in_size, __VA_ARGS__, grad_input);       \
-        at::Tensor r = nearest_backward(grad, out_size, in_size, {__VA_ARGS__}, exact);                               \
-        resize_out(grad_input, r.sizes(), {&grad});                                                                   \
-        return grad_input.copy_(r);                                                                                   \
-    }
-
-#define EMBER_P(x) std::optional<double> x
-#define COMMA ,
-EMBER_NEAREST(upsample_nearest1d, false, 1, EMBER_P(sw), sw)
-EMBER_NEAREST(_upsample_nearest_exact1d, true, 1, EMBER_P(sw), sw)
-EMBER_NEAREST(upsample_nearest2d, false, 2, EMBER_P(sh) COMMA EMBER_P(sw), sh, sw)
-EMBER_NEAREST(_upsample_nearest_exact2d, true, 2, EMBER_P(sh) COMMA EMBER_P(sw), sh, sw)
-EMBER_NEAREST(upsample_nearest3d, false, 3, EMBER_P(sd) COMMA EMBER_P(sh) COMMA EMBER_P(sw), sd, sh, sw)
-EMBER_NEAREST(_upsample_nearest_exact3d, true, 3, EMBER_P(sd) COMMA EMBER_P(sh) COMMA EMBER_P(sw), sd, sh, sw)
-#undef EMBER_P
-#undef COMMA
-#undef EMBER_NEAREST
-
 // ---- eye ----------------------------------------------------------------------------------------
 
 at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
@@ -407,30 +318,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("eye.out", eye_out);
     m.impl("eye.m_out", eye_m_out);
     m.impl("bincount", bincount);
-    m.impl("upsample_nearest1d", upsample_nearest1d);
-    m.impl("upsample_nearest1d.out", upsample_nearest1d_out);
-    m.impl("upsample_nearest1d_backward", upsample_nearest1d_backward);
-    m.impl("upsample_nearest1d_backward.grad_input", upsample_nearest1d_backward_out);
-    m.impl("_upsample_nearest_exact1d", _upsample_nearest_exact1d);
-    m.impl("_upsample_nearest_exact1d.out", _upsample_nearest_exact1d_out);
-    m.impl("_upsample_nearest_exact1d_backward", _upsample_nearest_exact1d_backward);
-    m.impl("_upsample_nearest_exact1d_backward.grad_input", _upsample_nearest_exact1d_backward_out);
-    m.impl("upsample_nearest2d", upsample_nearest2d);
-    m.impl("upsample_nearest2d.out", upsample_nearest2d_out);
-    m.impl("upsample_nearest2d_backward", upsample_nearest2d_backward);
-    m.impl("upsample_nearest2d_backward.grad_input", upsample_nearest2d_backward_out);
-    m.impl("_upsample_nearest_exact2d", _upsample_nearest_exact2d);
-    m.impl("_upsample_nearest_exact2d.out", _upsample_nearest_exact2d_out);
-    m.impl("_upsample_nearest_exact2d_backward", _upsample_nearest_exact2d_backward);
-    m.impl("_upsample_nearest_exact2d_backward.grad_input", _upsample_nearest_exact2d_backward_out);
-    m.impl("upsample_nearest3d", upsample_nearest3d);
-    m.impl("upsample_nearest3d.out", upsample_nearest3d_out);
-    m.impl("upsample_nearest3d_backward", upsample_nearest3d_backward);
-    m.impl("upsample_nearest3d_backward.grad_input", upsample_nearest3d_backward_out);
-    m.impl("_upsample_nearest_exact3d", _upsample_nearest_exact3d);
-    m.impl("_upsample_nearest_exact3d.out", _upsample_nearest_exact3d_out);
-    m.impl("_upsample_nearest_exact3d_backward", _upsample_nearest_exact3d_backward);
-    m.impl("_upsample_nearest_exact3d_backward.grad_input", _upsample_nearest_exact3d_backward_out);
     m.impl("histc", histc);
     m.impl("histc.out", histc_out);
     m.impl("cat", cat);
