@@ -137,3 +137,36 @@ def test_upsample_bilinear_channels_last_bf16_and_recompute_scale(native_only):
     fwd_bwd(lambda t: F.interpolate(t, scale_factor=2.3, mode="bilinear", recompute_scale_factor=True), x,
             torch.float32)
     fwd_bwd(lambda t: F.interpolate(t, size=(9, 4), mode="bilinear"), x.bfloat16(), torch.bfloat16)
+
+
+@pytest.mark.parametrize("cfg", [dict(kernel_size=3, padding=1), dict(kernel_size=(2, 3), stride=(2, 1)),
+                                 dict(kernel_size=2, dilation=2, padding=(0, 1), stride=2)])
+@pytest.mark.parametrize("batched", [True, False])
+def test_unfold_and_fold(cfg, batched, native_only):
+    x = torch.randn(2, 3, 7, 6, generator=torch.Generator().manual_seed(8))
+    if not batched:
+        x = x[0]
+    for dtype in (torch.float32, torch.float64):
+        fwd_bwd(lambda t: F.unfold(t, **cfg), x.to(dtype), dtype)
+        cols = F.unfold(x.to(dtype), **cfg)
+        fwd_bwd(lambda t: F.fold(t, (7, 6), **cfg), cols, dtype)
+
+
+def test_fold_errors_match_cpu():
+    cols = torch.randn(1, 9, 10)
+    for device in ("cpu", "ember"):
+        with pytest.raises(RuntimeError, match="sliding blocks"):
+            F.fold(cols.to(device), (5, 5), 3)
+        with pytest.raises(RuntimeError, match="must be at least one"):
+            F.unfold(torch.randn(1, 1, 2, 2, device=device), 3)
+
+
+def test_embedding_max_norm_renormalizes_in_place_like_cpu(native_only):
+    w = torch.randn(10, 4, generator=torch.Generator().manual_seed(9)) * 2
+    idx = torch.tensor([[1, 3, 3], [9, 0, 1]])
+    for norm_type in (2.0, 1.0):
+        we, wc = w.to("ember"), w.clone()
+        out_e = F.embedding(idx.to("ember"), we, max_norm=1.5, norm_type=norm_type)
+        out_c = F.embedding(idx, wc, max_norm=1.5, norm_type=norm_type)
+        torch.testing.assert_close(out_e.cpu(), out_c)
+        torch.testing.assert_close(we.cpu(), wc)  # the table itself changed, only at the named rows

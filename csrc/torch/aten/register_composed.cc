@@ -1,6 +1,6 @@
 // Ops composed from other native ember ops (each call below dispatches to an ember kernel): logical
 // ops, hardtanh, log-sigmoid, sgn of real tensors, a scalar raised to a tensor, one-sided clamps,
-// autograd's efficient zeros, the fused LSTM and GRU cells, embedding_bag, weight norm.
+// autograd's efficient zeros, the fused LSTM and GRU cells, embedding_bag, embedding_renorm_, weight norm.
 // Each matches PyTorch's CPU results; forms these compositions do not cover (complex, an out= of
 // another dtype) take the visible CPU fallback.
 #include <limits>
@@ -371,6 +371,25 @@ std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tens
     return {grad_v.to(v.scalar_type()), grad_g.reshape(g.sizes()).to(g.scalar_type())};
 }
 
+// ---- embedding_renorm_ (nn.Embedding(max_norm=...)): each row the indices name is scaled down
+// to max_norm when its norm is larger, in place, as CPU does (max_norm / (norm + 1e-7)).
+at::Tensor& embedding_renorm(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+    if (!self.is_privateuseone() || self.dim() != 2 || !at::isFloatingType(self.scalar_type()) ||
+        !plain_dtype(self.scalar_type()))
+        return cpu<ATEN_OP(embedding_renorm_)>(self, indices, max_norm, norm_type);
+    TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+                "embedding_renorm_: expected indices to have type Long or Int but got: ", indices.scalar_type());
+    at::Tensor idx = indices.reshape({-1}).to(at::kLong);
+    const at::ScalarType acc = bag_acc(self);
+    at::Tensor rows = self.index_select(0, idx).to(acc);
+    at::Tensor norms = at::linalg_vector_norm(rows, norm_type, {1}, /*keepdim=*/true);
+    at::Tensor scale = at::where(norms.gt(max_norm), norms.add(1e-7).reciprocal().mul(max_norm),
+                                 at::scalar_tensor(1.0, norms.options()));
+    // A repeated index writes the same scaled row each time.
+    self.index_put_({idx}, rows.mul(scale).to(self.scalar_type()));
+    return self;
+}
+
 }  // namespace
 
 // ---- fused LSTM / GRU cells -------------------------------------------------------------------
@@ -458,6 +477,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_embedding_bag", embedding_bag);
+    m.impl("embedding_renorm_", embedding_renorm);
     m.impl("_weight_norm_interface", weight_norm_interface);
     m.impl("_weight_norm_interface_backward", weight_norm_interface_backward);
     m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);

@@ -1,12 +1,15 @@
 // Convolution reaches a PrivateUse1 backend through the "overrideable" entry points. They queue
 // kernels::conv (a library convolution behind core's provider interface) on the stream; dtypes
-// the provider does not take go to PyTorch's CPU convolution, counted as a fallback.
+// the provider does not take go to PyTorch's CPU convolution, counted as a fallback. im2col and
+// col2im (unfold / fold) are composed from native pad, strided copy and add.
 #include <ATen/ATen.h>
+#include <ATen/Operators.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "../context.h"
 #include "../fallback.h"
+#include "glue.h"
 #include "kernels/conv/conv.h"
 
 namespace ember::torch_glue {
@@ -112,11 +115,89 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward(
     return {gi, gw, gb};
 }
 
+// ---- im2col / col2im (F.unfold / F.fold): sliding blocks as a strided view of the padded
+// input, copied out; col2im adds each kernel offset's columns back into a strided slice of a
+// padded output, offsets in the CPU kernel's order, then crops the padding. Each is the other's
+// gradient.
+
+struct Blocks {
+    int64_t kh, kw, dh, dw, ph, pw, sh, sw, oh, ow;
+};
+
+Blocks blocks(at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride,
+              int64_t h, int64_t w, const char* op) {
+    TORCH_CHECK(kernel.size() == 2 && dilation.size() == 2 && padding.size() == 2 && stride.size() == 2, op,
+                ": kernel_size, dilation, padding and stride must each have 2 elements");
+    Blocks b{kernel[0], kernel[1], dilation[0], dilation[1], padding[0], padding[1], stride[0], stride[1], 0, 0};
+    TORCH_CHECK(b.kh > 0 && b.kw > 0, op, ": kernel size should be greater than zero, but got kernel_height: ", b.kh,
+                " kernel_width: ", b.kw);
+    TORCH_CHECK(b.dh > 0 && b.dw > 0, op, ": dilation should be greater than zero, but got dilation_height: ", b.dh,
+                " dilation_width: ", b.dw);
+    TORCH_CHECK(b.sh > 0 && b.sw > 0, op, ": stride should be greater than zero, but got dH: ", b.sh, " dW: ", b.sw);
+    TORCH_CHECK(b.ph >= 0 && b.pw >= 0, op, ": padding should be non-negative, but got pad_height: ", b.ph,
+                " pad_width: ", b.pw);
+    b.oh = (h + 2 * b.ph - (b.dh * (b.kh - 1) + 1)) / b.sh + 1;
+    b.ow = (w + 2 * b.pw - (b.dw * (b.kw - 1) + 1)) / b.sw + 1;
+    TORCH_CHECK(b.oh >= 1 && b.ow >= 1, "Given input with spatial size (", h, ", ", w, "), kernel_size=", kernel,
+                ", dilation=", dilation, ", padding=", padding, ", calculated shape of the array of sliding blocks as (",
+                b.oh, ", ", b.ow, "), but its components must be at least one.");
+    return b;
+}
+
+bool fold_native(const at::Tensor& t) {
+    return t.is_privateuseone() && at::isFloatingType(t.scalar_type()) && has_dtype(t.scalar_type());
+}
+
+at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+                  at::IntArrayRef stride) {
+    if (!fold_native(self) || (self.dim() != 3 && self.dim() != 4) || self.numel() == 0)
+        return cpu<ATEN_OP(im2col)>(self, kernel, dilation, padding, stride);
+    at::Tensor x = self.dim() == 3 ? self.unsqueeze(0) : self;
+    const int64_t n = x.size(0), c = x.size(1);
+    Blocks b = blocks(kernel, dilation, padding, stride, x.size(2), x.size(3), "im2col");
+    at::Tensor xp = at::constant_pad_nd(x, {b.pw, b.pw, b.ph, b.ph}, 0).contiguous();
+    const int64_t sH = xp.stride(2), sW = xp.stride(3);
+    at::Tensor cols = xp.as_strided({n, c, b.kh, b.kw, b.oh, b.ow},
+                                    {xp.stride(0), xp.stride(1), b.dh * sH, b.dw * sW, b.sh * sH, b.sw * sW})
+                          .reshape({n, c * b.kh * b.kw, b.oh * b.ow});
+    return self.dim() == 3 ? cols.squeeze(0) : cols;
+}
+
+at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel, at::IntArrayRef dilation,
+                  at::IntArrayRef padding, at::IntArrayRef stride) {
+    if (!fold_native(self) || (self.dim() != 2 && self.dim() != 3) || self.numel() == 0 || output_size.size() != 2)
+        return cpu<ATEN_OP(col2im)>(self, output_size, kernel, dilation, padding, stride);
+    at::Tensor cols = self.dim() == 2 ? self.unsqueeze(0) : self;
+    const int64_t h = output_size[0], w = output_size[1];
+    Blocks b = blocks(kernel, dilation, padding, stride, h, w, "col2im");
+    const int64_t n = cols.size(0), per = b.kh * b.kw;
+    TORCH_CHECK(cols.size(1) % per == 0, "Expected size of input's dimension 1 to be divisible by the product of "
+                "kernel_size, but got input.size(1)=", cols.size(1), " and kernel_size=", kernel);
+    TORCH_CHECK(cols.size(2) == b.oh * b.ow, "Given output_size=", output_size, ", kernel_size=", kernel,
+                ", dilation=", dilation, ", padding=", padding, ", stride=", stride,
+                ", expected size of input's dimension 2 to match the calculated number of sliding blocks ", b.oh,
+                " * ", b.ow, " = ", b.oh * b.ow, ", but got input.size(2)=", cols.size(2), ".");
+    const int64_t c = cols.size(1) / per;
+    at::Tensor v = cols.reshape({n, c, b.kh, b.kw, b.oh, b.ow});
+    at::Tensor out = at::zeros({n, c, h + 2 * b.ph, w + 2 * b.pw}, self.options());
+    for (int64_t i = 0; i < b.kh; ++i) {
+        for (int64_t j = 0; j < b.kw; ++j) {
+            at::Tensor dst = out.slice(2, i * b.dh, i * b.dh + b.sh * (b.oh - 1) + 1, b.sh)
+                                 .slice(3, j * b.dw, j * b.dw + b.sw * (b.ow - 1) + 1, b.sw);
+            dst.add_(v.select(3, j).select(2, i));
+        }
+    }
+    out = out.slice(2, b.ph, b.ph + h).slice(3, b.pw, b.pw + w).contiguous();
+    return self.dim() == 2 ? out.squeeze(0) : out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("convolution_overrideable", wrapper_convolution);
     m.impl("convolution_backward_overrideable", wrapper_convolution_backward);
+    m.impl("im2col", im2col);
+    m.impl("col2im", col2im);
 }
 
 }  // namespace ember::torch_glue
