@@ -110,6 +110,10 @@ def text(data) -> str:
     for r in data["results"]:
         if r["status"] in ("error", "crash", "timeout") or r.get("failure"):
             out.append(f"{r['name']}: {r.get('error') or r.get('failure')}")
+        p = r.get("preparation") or {}
+        if r["mode"] == "ember_compiled_warm" and p.get("graphs") and p.get("cache_hits", 0) < p["graphs"]:
+            out.append(f"{r['name']}: only {p.get('cache_hits', 0)} of {p['graphs']} graphs hit the cache the cold "
+                       "run filled (was the extension rebuilt in between?)")
     fb = {op for r in data["results"] for op in r.get("fallback_ops", [])}
     out.append("fallback ops: " + (", ".join(sorted(fb)) if fb else "none"))
     out += _ratio_lines(data)

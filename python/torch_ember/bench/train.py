@@ -24,7 +24,7 @@ Per run:
   ember bench train --only demo,qwen3-s --dtypes float32 --steps 10 --out /tmp/bench
   ember bench train --only resnet --modes cpu_eager,ember_eager --steps 4
 
---quick runs demo and resnet in float32 for 4 steps; demo in all five modes, resnet without
+--quick runs demo and resnet in float32 for 6 steps (4 of them timed); demo in all five modes, resnet without
 Inductor (its cold compile alone takes ~40 s on 2 cores). Writes DIR/train.json,
 DIR/train.md, DIR/throughput.svg and DIR/first_step.svg, and stores the run in the knowledge
 base (`ember kb list`; EMBER_KB=off turns that off)."""
@@ -46,7 +46,7 @@ REFERENCE = "cpu_eager"
 # Loss parity against the CPU eager run: the largest relative difference of a step's loss.
 # Kernels accumulate in other orders, and over steps AdamW carries the difference on.
 TOLERANCE = {"float32": 2e-3, "bfloat16": 5e-2}
-QUICK = {"workloads": ("demo", "resnet"), "dtypes": ("float32",), "steps": 4,
+QUICK = {"workloads": ("demo", "resnet"), "dtypes": ("float32",), "steps": 6,
          "leave_out": {("resnet", "inductor"): "left out by --quick: Inductor's cold compile of the ResNet "
                                                "takes longer than the rest of the quick run"}}
 DEFAULT_STEPS = 8
@@ -181,7 +181,7 @@ def _names(text):
 
 def main(argv=None, prog=None) -> int:
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="demo and resnet, float32, 4 steps (see above)")
+    p.add_argument("--quick", action="store_true", help="demo and resnet, float32, 6 steps (see above)")
     p.add_argument("--only", metavar="W1,W2", help=f"workloads (of {', '.join(WORKLOADS)})")
     p.add_argument("--dtypes", metavar="D1,D2", help="float32, bfloat16 (default both; --quick: float32)")
     p.add_argument("--modes", metavar="M1,M2", help=f"of {', '.join(MODES)} (default all)")
