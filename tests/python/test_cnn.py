@@ -170,3 +170,51 @@ def test_embedding_max_norm_renormalizes_in_place_like_cpu(native_only):
         out_c = F.embedding(idx, wc, max_norm=1.5, norm_type=norm_type)
         torch.testing.assert_close(out_e.cpu(), out_c)
         torch.testing.assert_close(we.cpu(), wc)  # the table itself changed, only at the named rows
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_forward_backward(mode, padding_mode, align_corners, native_only):
+    gen = torch.Generator().manual_seed(10)
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(2, 3, 5, 7, generator=gen).to(dtype)
+        # Points inside, on the edges and well outside [-1, 1], so that every padding rule acts.
+        grid = (torch.rand(2, 4, 6, 2, generator=gen) * 3.2 - 1.6).to(dtype)
+        grid[0, 0, 0] = torch.tensor([1.0, -1.0])
+
+        def run(device):
+            xs = x.to(device).requires_grad_()
+            gs = grid.to(device).requires_grad_()
+            y = F.grid_sample(xs, gs, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+            w = torch.linspace(-1, 2, y.numel(), dtype=dtype).reshape(y.shape).to(device)
+            gx, gg = torch.autograd.grad((y * w).sum(), (xs, gs))
+            return [t.detach().cpu() for t in (y, gx, gg)]
+
+        for got, expected in zip(run("ember"), run("cpu")):
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_spatial_transformer_trains_compiled_like_cpu():
+    def step(device, compiled):
+        torch.manual_seed(0)
+        loc = torch.nn.Linear(16, 6)
+        torch.nn.init.zeros_(loc.weight)
+        loc.bias.data = torch.tensor([1.0, 0.1, 0.0, -0.1, 0.9, 0.05])
+        model = loc.to(device)
+
+        def f(x):
+            theta = model(x.flatten(1)).view(-1, 2, 3)
+            g = F.affine_grid(theta, x.shape, align_corners=False)
+            return F.grid_sample(x, g, align_corners=False).square().mean()
+
+        fn = torch.compile(f, backend="ember") if compiled else f
+        x = torch.linspace(-1, 1, 2 * 1 * 4 * 4).reshape(2, 1, 4, 4).to(device)
+        loss = fn(x)
+        loss.backward()
+        return [loss.detach().cpu()] + [p.grad.cpu() for p in model.parameters()]
+
+    ref = step("cpu", False)
+    for compiled in (False, True):
+        for got, expected in zip(step("ember", compiled), ref):
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)

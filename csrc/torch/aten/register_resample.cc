@@ -1,8 +1,11 @@
-// Resampling: nearest, nearest-exact and linear (1d, bilinear 2d, trilinear 3d) upsampling,
-// forward and backward, composed from index_select / index_add_ along one spatial axis at a time
-// with source indices and weights worked out on the host in the CPU kernels' arithmetic, so
-// rounding at cell edges agrees. Integer inputs and other forms take the CPU fallback.
+// Resampling, forward and backward: nearest, nearest-exact and linear (1d, bilinear 2d,
+// trilinear 3d) upsampling, composed from index_select / index_add_ along one spatial axis at a
+// time with source indices and weights worked out on the host in the CPU kernels' arithmetic, so
+// rounding at cell edges agrees; and grid_sampler_2d from gathers and scatter-adds. Integer
+// inputs and other forms take the CPU fallback.
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -234,9 +237,158 @@ EMBER_LINEAR(upsample_trilinear3d, 3, EMBER_P(sd) COMMA EMBER_P(sh) COMMA EMBER_
 #undef COMMA
 #undef EMBER_LINEAR
 
+// ---- grid_sampler_2d (F.grid_sample, spatial transformers, deformable attention): bilinear and
+// nearest sampling with zeros, border and reflection padding, as gathers from the flattened
+// input and scatter-adds into its gradient. The coordinate arithmetic is the CPU kernel's
+// (GridSampler.h): unnormalize, then clip or reflect, each with its derivative for the grid's
+// gradient; a corner outside the input contributes nothing, NaN weights included. Bicubic and
+// dtypes other than float/double take the CPU fallback.
+
+enum class GridPad { kZeros = 0, kBorder = 1, kReflection = 2 };
+constexpr int64_t kGridBilinear = 0, kGridNearest = 1;
+
+bool grid_native(const at::Tensor& input, const at::Tensor& grid, int64_t mode) {
+    auto t = input.scalar_type();
+    return (mode == kGridBilinear || mode == kGridNearest) && (t == at::kFloat || t == at::kDouble) &&
+           grid.scalar_type() == t && input.is_privateuseone() && grid.is_privateuseone() && input.dim() == 4 &&
+           grid.dim() == 4 && grid.size(3) == 2 && input.size(0) == grid.size(0) && input.numel() > 0;
+}
+
+// Clip to [0, size - 1]; d(out)/d(in) is 1 strictly inside, 0 where clipped (CPU's convention).
+std::pair<at::Tensor, at::Tensor> clip_coordinates(const at::Tensor& in, int64_t size) {
+    const double limit = static_cast<double>(size - 1);
+    at::Tensor grad = in.gt(0).logical_and(in.lt(limit)).to(in.scalar_type());
+    return {in.clamp(0, limit), grad};
+}
+
+// Reflect into [twice_low / 2, twice_high / 2] by folding, with the sign of each fold.
+std::pair<at::Tensor, at::Tensor> reflect_coordinates(const at::Tensor& in, int64_t twice_low, int64_t twice_high) {
+    if (twice_low == twice_high) return {at::zeros_like(in), at::zeros_like(in)};
+    const double lo = twice_low / 2.0, span = (twice_high - twice_low) / 2.0;
+    at::Tensor x = in.sub(lo);
+    at::Tensor sign = at::where(x.lt(0), at::scalar_tensor(-1.0, x.options()), at::scalar_tensor(1.0, x.options()));
+    x = x.abs();
+    at::Tensor extra = at::fmod(x, span);
+    at::Tensor odd = at::fmod(at::floor(x.div(span)), 2).ne(0);
+    at::Tensor out = at::where(odd, extra.neg().add(span + lo), extra.add(lo));
+    return {out, at::where(odd, sign.neg(), sign)};
+}
+
+// Input coordinates from grid values in [-1, 1] along an axis of `size`, and d(coord)/d(grid).
+std::pair<at::Tensor, at::Tensor> source_coordinates(const at::Tensor& g, int64_t size, GridPad pad, bool align) {
+    at::Tensor coord = align ? g.add(1).mul((size - 1) / 2.0) : g.add(1).mul(size).sub(1).div(2);
+    at::Tensor grad = at::full_like(g, align ? (size - 1) / 2.0 : size / 2.0);
+    if (pad == GridPad::kBorder) {
+        auto [c, dc] = clip_coordinates(coord, size);
+        return {c, grad.mul(dc)};
+    }
+    if (pad == GridPad::kReflection) {
+        auto [r, dr] = align ? reflect_coordinates(coord, 0, 2 * (size - 1)) : reflect_coordinates(coord, -1, 2 * size - 1);
+        auto [c, dc] = clip_coordinates(r, size);
+        return {c, grad.mul(dr).mul(dc)};
+    }
+    return {coord, grad};
+}
+
+struct GridCorner {
+    at::Tensor lin;     // int64 [N, 1, L]: flat input index (0 where outside), broadcast over C
+    at::Tensor valid;   // bool [N, 1, L]
+    at::Tensor weight;  // [N, 1, L]
+    at::Tensor dwx, dwy;  // d(weight)/d(ix), d(weight)/d(iy) (bilinear)
+};
+
+struct GridSample {
+    int64_t n, c, h, w, ho, wo;
+    at::Tensor gx_mult, gy_mult;  // [N, 1, L]
+    std::vector<GridCorner> corners;
+};
+
+GridSample grid_corners(const at::Tensor& input, const at::Tensor& grid, int64_t mode, GridPad pad, bool align) {
+    GridSample s{input.size(0), input.size(1), input.size(2), input.size(3), grid.size(1), grid.size(2), {}, {}, {}};
+    const int64_t L = s.ho * s.wo;
+    at::Tensor gx = grid.select(3, 0).reshape({s.n, 1, L}), gy = grid.select(3, 1).reshape({s.n, 1, L});
+    auto [ix, mx] = source_coordinates(gx, s.w, pad, align);
+    auto [iy, my] = source_coordinates(gy, s.h, pad, align);
+    s.gx_mult = mx;
+    s.gy_mult = my;
+    // Far-out coordinates become a fixed far-out value, so that floor and the int64 conversion
+    // stay defined; every corner there is outside, whatever the weights.
+    auto tame = [](const at::Tensor& v, int64_t size) {
+        return at::where(v.isnan(), at::scalar_tensor(-10.0, v.options()), v).clamp(-10, static_cast<double>(size + 10));
+    };
+    at::Tensor tx = tame(ix, s.w), ty = tame(iy, s.h);
+    auto corner = [&](const at::Tensor& cx, const at::Tensor& cy, at::Tensor weight, at::Tensor dwx, at::Tensor dwy) {
+        at::Tensor xi = cx.to(at::kLong), yi = cy.to(at::kLong);
+        at::Tensor valid = xi.ge(0).logical_and(xi.lt(s.w)).logical_and(yi.ge(0)).logical_and(yi.lt(s.h));
+        at::Tensor lin = at::where(valid, yi.mul(s.w).add(xi), at::scalar_tensor(0, xi.options()));
+        s.corners.push_back({lin, valid, std::move(weight), std::move(dwx), std::move(dwy)});
+    };
+    if (mode == kGridNearest) {
+        corner(at::round(tx), at::round(ty), at::ones_like(ix), {}, {});  // round half to even, like nearbyint
+        return s;
+    }
+    at::Tensor x0 = at::floor(tx), y0 = at::floor(ty), x1 = x0.add(1), y1 = y0.add(1);
+    at::Tensor ex = x1.sub(ix), wx = ix.sub(x0), ey = y1.sub(iy), wy = iy.sub(y0);  // distances to the far sides
+    corner(x0, y0, ex.mul(ey), ey.neg(), ex.neg());   // north-west
+    corner(x1, y0, wx.mul(ey), ey, wx.neg());         // north-east
+    corner(x0, y1, ex.mul(wy), wy.neg(), ex);         // south-west
+    corner(x1, y1, wx.mul(wy), wy, wx);               // south-east
+    return s;
+}
+
+at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding_mode,
+                           bool align_corners) {
+    if (!grid_native(input, grid, mode))
+        return cpu<ATEN_OP(grid_sampler_2d)>(input, grid, mode, padding_mode, align_corners);
+    GridSample s = grid_corners(input, grid, mode, static_cast<GridPad>(padding_mode), align_corners);
+    const int64_t L = s.ho * s.wo;
+    at::Tensor flat = input.reshape({s.n, s.c, s.h * s.w});
+    at::Tensor out = at::zeros({s.n, s.c, L}, input.options());
+    for (const GridCorner& k : s.corners) {
+        at::Tensor v = flat.gather(2, k.lin.expand({s.n, s.c, L}));
+        out.add_(at::where(k.valid, v.mul(k.weight), at::scalar_tensor(0.0, v.options())));
+    }
+    return out.view({s.n, s.c, s.ho, s.wo});
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                                            const at::Tensor& grid, int64_t mode, int64_t padding_mode,
+                                                            bool align_corners, std::array<bool, 2> output_mask) {
+    if (!grid_native(input, grid, mode) || grad_output.scalar_type() != input.scalar_type())
+        return cpu<ATEN_OP(grid_sampler_2d_backward)>(grad_output, input, grid, mode, padding_mode, align_corners,
+                                                      output_mask);
+    GridSample s = grid_corners(input, grid, mode, static_cast<GridPad>(padding_mode), align_corners);
+    const int64_t L = s.ho * s.wo;
+    at::Tensor go = grad_output.reshape({s.n, s.c, L});
+    at::Tensor zero = at::scalar_tensor(0.0, go.options());
+    at::Tensor grad_input, grad_grid;
+    if (output_mask[0]) {
+        at::Tensor gflat = at::zeros({s.n, s.c, s.h * s.w}, input.options());
+        for (const GridCorner& k : s.corners)
+            gflat.scatter_add_(2, k.lin.expand({s.n, s.c, L}), at::where(k.valid, go.mul(k.weight), zero));
+        grad_input = gflat.view(input.sizes());
+    }
+    if (output_mask[1]) {
+        at::Tensor gix = at::zeros({s.n, 1, L}, go.options()), giy = at::zeros({s.n, 1, L}, go.options());
+        if (mode == kGridBilinear) {
+            at::Tensor flat = input.reshape({s.n, s.c, s.h * s.w});
+            for (const GridCorner& k : s.corners) {
+                at::Tensor v = at::where(k.valid, flat.gather(2, k.lin.expand({s.n, s.c, L})), zero);
+                at::Tensor vg = v.mul(go).sum(1, /*keepdim=*/true);
+                gix.add_(vg.mul(k.dwx));
+                giy.add_(vg.mul(k.dwy));
+            }
+        }
+        grad_grid = at::stack({gix.mul(s.gx_mult), giy.mul(s.gy_mult)}, -1).view({s.n, s.ho, s.wo, 2});
+    }
+    return {grad_input, grad_grid};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("grid_sampler_2d", grid_sampler_2d);
+    m.impl("grid_sampler_2d_backward", grid_sampler_2d_backward);
     m.impl("upsample_nearest1d", upsample_nearest1d);
     m.impl("upsample_nearest1d.out", upsample_nearest1d_out);
     m.impl("upsample_nearest1d_backward", upsample_nearest1d_backward);
