@@ -74,8 +74,10 @@ def eager_route(target) -> str:
 
 
 # Higher-order ops whose device-generic implementation runs on ember tensors (FlexAttention's
-# math reference, forward and backward): they are library steps of a compiled graph.
-EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward"})
+# math reference, forward and backward; control flow, whose branches and bodies are subgraphs of
+# ember ops): they are library steps of a compiled graph, as in eager mode.
+EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward", "cond", "while_loop", "invoke_subgraph",
+                                "map_impl", "scan"})
 
 
 def runs_eagerly_on_ember(target) -> bool:

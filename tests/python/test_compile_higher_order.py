@@ -1,0 +1,62 @@
+"""Control-flow higher-order ops (torch.cond, while_loop, scan) and activation checkpointing
+compile with backend="ember" under fullgraph=True and match the CPU in forward and backward:
+eager mode runs them on ember, so compiled mode must too (as library steps)."""
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+import torch_ember
+
+
+def cond_fn(h):
+    return torch.cond(h.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (h,)).sum()
+
+
+def while_fn(h):
+    def body(i, t):
+        return i + 1, t * 0.9 + 0.1
+    _, t = torch._higher_order_ops.while_loop(lambda i, t: i < 3, body, (torch.tensor(0, device=h.device), h))
+    return t.sum()
+
+
+def scan_fn(h):
+    from torch._higher_order_ops.scan import scan
+
+    def combine(c, x):
+        nc = c * 0.5 + x
+        return nc, nc.sum()
+    c, ys = scan(combine, torch.zeros(h.shape[1], device=h.device), h)
+    return ys.sum() + c.sum()
+
+
+def checkpoint_fn(h):
+    return checkpoint(lambda t: torch.tanh(t) * t, h, use_reentrant=False).sum()
+
+
+CASES = {"cond": (cond_fn, True), "while_loop": (while_fn, False), "scan": (scan_fn, True),
+         "checkpoint": (checkpoint_fn, True)}
+
+
+def run(device, compiled, name, sign):
+    fn, differentiable = CASES[name]
+    torch.manual_seed(0)
+    m = nn.Linear(4, 4).to(device)
+
+    def f(x):
+        return fn(m(x))
+    g = torch.compile(f, backend="ember", fullgraph=True) if compiled else f
+    out = g(sign * torch.linspace(-1, 1.5, 12).view(3, 4).to(device))
+    grads = []
+    if differentiable:
+        out.backward()
+        grads = [p.grad.cpu() for p in m.parameters()]
+    return [out.detach().cpu()] + grads
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("sign", [1.0, -1.0])  # both branches of cond
+def test_compiled_matches_cpu(name, sign):
+    ref = run("cpu", False, name, sign)
+    for compiled in (False, True):
+        for got, expected in zip(run("ember", compiled, name, sign), ref):
+            torch.testing.assert_close(got, expected)
