@@ -100,3 +100,10 @@ def test_a_dead_peer_fails_the_next_collective(tmp_path):
 
 def test_fsdp2_dtensor_and_tensor_parallel_match_one_process(tmp_path):
     _launch("fsdp_dtensor", tmp_path)
+
+
+def test_functional_collectives_and_tensor_parallel_compile_to_library_steps(tmp_path):
+    # _c10d_functional.* and wait_tensor have eager kernels (CompositeExplicitAutograd over the
+    # process group), so the ember compiler runs them as library steps between compiled pieces.
+    outs = _launch("compile_funcol", tmp_path, timeout=240)
+    assert "_c10d_functional.wait_tensor.default" in outs[0]
