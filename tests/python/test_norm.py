@@ -208,3 +208,28 @@ def test_weight_norm_module_trains_like_cpu(native_only):
 
     for got, expected in zip(step("ember"), step("cpu")):
         torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("params", ["same", "float", "none"])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_low_precision_and_mixed(dtype, params, training, native_only):
+    # bf16/f16 activations with parameters in the same dtype (model.half()) or in float (autocast).
+    gen = torch.Generator().manual_seed(11)
+    x = (torch.randn(4, 3, 5, 5, generator=gen) * 2 + 1).to(dtype)
+    pdtype = dtype if params == "same" else torch.float32
+    w, b = torch.randn(3, generator=gen).to(pdtype), torch.randn(3, generator=gen).to(pdtype)
+    rm, rv = torch.randn(3, generator=gen).to(pdtype), (torch.rand(3, generator=gen) + 0.5).to(pdtype)
+
+    def run(device):
+        xs = x.to(device).requires_grad_()
+        ws, bs = (w.to(device).requires_grad_(), b.to(device).requires_grad_()) if params != "none" else (None, None)
+        rms, rvs = rm.to(device), rv.to(device)
+        y = F.batch_norm(xs, rms, rvs, ws, bs, training=training)
+        y.backward(torch.linspace(-1, 1, y.numel()).reshape(y.shape).to(dtype).to(device))
+        out = [y, rms, rvs, xs.grad] + ([ws.grad, bs.grad] if params != "none" else [])
+        return [t.detach().cpu() for t in out]
+
+    for got, expected in zip(run("ember"), run("cpu")):
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)

@@ -1,7 +1,8 @@
 // Batch norm (forward and backward) for CNNs, composed from ember's native reductions and
 // elementwise kernels with the same formulas and outputs as PyTorch's CPU kernel: biased batch
 // variance for normalizing, unbiased for the running estimate, save_mean/save_invstd for the
-// backward in training and empty in evaluation. Mixed dtypes take the CPU fallback. Also the
+// backward in training and empty in evaluation. bfloat16/float16 inputs compute in float (with
+// float parameters too: autocast's mixed form); other mixes take the CPU fallback. Also the
 // functional batch-norm forms the compiler and torch.export emit, and GroupNorm's backward.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
@@ -13,6 +14,32 @@
 
 namespace ember::torch_glue {
 namespace {
+
+// The dtype batch norm computes in, or nullopt for the CPU fallback: float32 and float64 inputs
+// with parameters of the same dtype; bfloat16 and float16 inputs in float, with parameters of the
+// input's dtype or float (autocast's mixed form), as the CPU kernel does.
+std::optional<at::ScalarType> bn_compute_type(const at::Tensor& x,
+                                              std::initializer_list<const std::optional<at::Tensor>*> params) {
+    const at::ScalarType t = x.scalar_type();
+    const bool reduced = t == at::kBFloat16 || t == at::kHalf;
+    if (!reduced && t != at::kFloat && t != at::kDouble) return std::nullopt;
+    std::optional<at::ScalarType> p;
+    for (const auto* o : params) {
+        if (!o->has_value() || !(*o)->defined()) continue;
+        const at::ScalarType pt = (*o)->scalar_type();
+        if (p && *p != pt) return std::nullopt;
+        p = pt;
+    }
+    if (p && *p != t && !(reduced && *p == at::kFloat)) return std::nullopt;
+    return reduced ? at::kFloat : t;
+}
+
+// The dtype of save_mean / save_invstd (and of the parameters' gradients): the parameters'.
+at::ScalarType bn_param_type(const at::Tensor& x, std::initializer_list<const std::optional<at::Tensor>*> params) {
+    for (const auto* o : params)
+        if (o->has_value() && (*o)->defined()) return (*o)->scalar_type();
+    return x.scalar_type();
+}
 
 bool same_float(const at::Tensor& x, const std::optional<at::Tensor>& t) {
     return !t || !t->defined() || t->scalar_type() == x.scalar_type();
@@ -35,18 +62,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(
     const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
     double momentum, double eps) {
-    bool ok = (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && x.dim() >= 2 && x.numel() > 0 &&
-              same_float(x, weight) && same_float(x, bias) && same_float(x, running_mean) && same_float(x, running_var);
-    if (!ok || (!training && (!running_mean || !running_mean->defined()))) {
+    auto acc = bn_compute_type(x, {&weight, &bias, &running_mean, &running_var});
+    if (!acc || x.dim() < 2 || x.numel() == 0 || (!training && (!running_mean || !running_mean->defined()))) {
         return cpu<ATEN_OP(native_batch_norm)>(x, weight, bias, running_mean, running_var, training, momentum, eps);
     }
+    const at::ScalarType ptype = bn_param_type(x, {&weight, &bias, &running_mean, &running_var});
+    at::Tensor xc = x.to(*acc);
     at::Tensor mean, invstd;
     if (training) {
         auto dims = reduce_dims(x);
         int64_t n = x.numel() / x.size(1);
         TORCH_CHECK(n > 1, "Expected more than 1 value per channel when training, got input size ", x.sizes());
-        mean = x.mean(dims);
-        at::Tensor var = x.var(dims, /*correction=*/0);
+        mean = xc.mean(dims);
+        at::Tensor var = xc.var(dims, /*correction=*/0);
         invstd = (var + eps).rsqrt();
         at::NoGradGuard no_grad;
         if (running_mean && running_mean->defined()) running_mean->mul_(1 - momentum).add_(mean, momentum);
@@ -54,17 +82,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(
             running_var->mul_(1 - momentum).add_(var, momentum * static_cast<double>(n) / static_cast<double>(n - 1));
         }
     } else {
-        mean = *running_mean;
-        invstd = (*running_var + eps).rsqrt();
+        mean = running_mean->to(*acc);
+        invstd = (running_var->to(*acc) + eps).rsqrt();
     }
-    at::Tensor out = (x - per_channel(mean, x)) * per_channel(invstd, x);
-    if (weight && weight->defined()) out.mul_(per_channel(*weight, x));
-    if (bias && bias->defined()) out.add_(per_channel(*bias, x));
+    at::Tensor out = (xc - per_channel(mean, x)) * per_channel(invstd, x);
+    if (weight && weight->defined()) out.mul_(per_channel(weight->to(*acc), x));
+    if (bias && bias->defined()) out.add_(per_channel(bias->to(*acc), x));
+    out = out.to(x.scalar_type());
     if (!training) {
-        at::Tensor empty = at::empty({0}, x.options());
+        at::Tensor empty = at::empty({0}, x.options().dtype(ptype));
         return {out, empty, empty};
     }
-    return {out, mean, invstd};
+    return {out, mean.to(ptype), invstd.to(ptype)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
@@ -72,32 +101,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
     std::array<bool, 3> mask) {
-    bool ok = (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && grad.scalar_type() == x.scalar_type() &&
-              same_float(x, weight) && x.numel() > 0 &&
+    auto acc = bn_compute_type(x, {&weight, &running_mean, &running_var});
+    bool ok = acc && grad.scalar_type() == x.scalar_type() && x.numel() > 0 &&
               (train ? (save_mean && save_mean->defined() && save_mean->numel() > 0)
                      : (running_mean && running_mean->defined() && running_var && running_var->defined()));
     if (!ok) {
         return cpu<ATEN_OP(native_batch_norm_backward)>(grad, x, weight, running_mean, running_var, save_mean,
                                                         save_invstd, train, eps, mask);
     }
+    const at::ScalarType ptype = bn_param_type(x, {&weight, &running_mean, &running_var});
     auto dims = reduce_dims(x);
-    at::Tensor mean = train ? *save_mean : *running_mean;
-    at::Tensor invstd = train ? *save_invstd : (*running_var + eps).rsqrt();
-    at::Tensor xhat = (x - per_channel(mean, x)) * per_channel(invstd, x);
-    at::Tensor grad_bias = grad.sum(dims);
-    at::Tensor grad_weight = (grad * xhat).sum(dims);
+    at::Tensor g = grad.to(*acc), xc = x.to(*acc);
+    at::Tensor mean = train ? save_mean->to(*acc) : running_mean->to(*acc);
+    at::Tensor invstd = train ? save_invstd->to(*acc) : (running_var->to(*acc) + eps).rsqrt();
+    at::Tensor xhat = (xc - per_channel(mean, x)) * per_channel(invstd, x);
+    at::Tensor grad_bias = g.sum(dims);
+    at::Tensor grad_weight = (g * xhat).sum(dims);
     at::Tensor grad_input;
     if (mask[0]) {
         at::Tensor scale = per_channel(invstd, x);
-        if (weight && weight->defined()) scale = scale * per_channel(*weight, x);
+        if (weight && weight->defined()) scale = scale * per_channel(weight->to(*acc), x);
         if (train) {
             double n = static_cast<double>(x.numel() / x.size(1));
-            grad_input = (grad - per_channel(grad_bias, x) / n - xhat * per_channel(grad_weight, x) / n) * scale;
+            grad_input = (g - per_channel(grad_bias, x) / n - xhat * per_channel(grad_weight, x) / n) * scale;
         } else {
-            grad_input = grad * scale;
+            grad_input = g * scale;
         }
+        grad_input = grad_input.to(x.scalar_type());
     }
-    return {grad_input, mask[1] ? grad_weight : at::Tensor(), mask[2] ? grad_bias : at::Tensor()};
+    return {grad_input, mask[1] ? grad_weight.to(ptype) : at::Tensor(), mask[2] ? grad_bias.to(ptype) : at::Tensor()};
 }
 
 // The functional forms the compiler's decompositions and torch.export use; each is the same batch
