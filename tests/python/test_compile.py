@@ -276,6 +276,20 @@ def test_fallback_eager_runs_ops_without_ember_kernel():
     assert "aten.lgamma.default" in torch_ember.fallback_report().compiled_eager_ops
 
 
+def test_complex_values_from_a_fallback_op_are_never_lowered():
+    # rfft runs on the CPU; abs of its complex result is real, but the IR holds no complex
+    # values: the abs must stay an eager step, and a strict compile names the op it refuses.
+    def f(x):
+        return torch.fft.rfft(x).abs().sum() + torch.view_as_real(torch.fft.fft(x)).square().mean()
+
+    x = torch.randn(8)
+    out = _compile(f, fallback="eager")(x.to("ember"))
+    torch.testing.assert_close(out.cpu(), f(x))
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=r"aten\._fft_r2c"):
+        torch._dynamo.reset()
+        _compile(f)(x.to("ember"))
+
+
 def test_ops_with_eager_kernels_compile_as_library_steps():
     def f(x):
         return torch.cumsum(x.exp(), 0) * 2  # no lowering for cumsum, but an eager kernel

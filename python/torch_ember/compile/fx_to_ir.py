@@ -98,6 +98,12 @@ def lower_node(b: Builder, node, env) -> object:
     for t in _meta_tensors(node):
         if t.dtype not in SUPPORTED_DTYPES:
             raise Unsupported(f"dtype {t.dtype}")
+    # Inputs too: abs or real of a complex tensor (from a library step such as an FFT) has a
+    # real result, but no lowering reads complex values.
+    for a in node.all_input_nodes:
+        for t in _meta_tensors(a):
+            if t.dtype not in SUPPORTED_DTYPES:
+                raise Unsupported(f"input of dtype {t.dtype}")
     args, kwargs = _map_args(node.args, env), _map_args(node.kwargs, env)
     return _check_result(b, node, fn(b, node, *args, **kwargs))
 
