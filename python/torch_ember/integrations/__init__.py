@@ -27,6 +27,7 @@ _PATCHES = {
     "lightning.pytorch.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
     "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
     "torch.nn.attention.flex_attention": ("_flex_attention", "patch_flex_attention"),
+    "triton.backends": ("_triton", "register_backend"),
 }
 _done = set()
 _lock = threading.Lock()

@@ -1,0 +1,204 @@
+"""The C++ prelude every translated Triton kernel is compiled with.
+
+Kept as a Python string (not a header file next to the sources) so that it travels with the
+package however it is installed, and so that its text is part of the compile-cache key: a change
+here recompiles every cached kernel. It holds what the generated code needs beyond plain C++:
+16-bit float storage types (converted through float, rounding to nearest even), NaN-aware min/max,
+guarded integer division, atomics on any element type through compare-and-swap, the dot product
+on fixed-size tiles, and the parallel loop that runs a kernel's programs on host threads.
+"""
+
+RUNTIME_H = r"""
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace em {
+
+static inline float bits_to_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint32_t f32_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+
+struct bf16 {
+  uint16_t v;
+  bf16() = default;
+  bf16(float f) {
+    uint32_t u = f32_to_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { v = (uint16_t)((u >> 16) | 0x40); return; }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    v = (uint16_t)(u >> 16);
+  }
+  bf16(double d) : bf16((float)d) {}
+  bf16(int32_t i) : bf16((float)i) {}
+  bf16(int64_t i) : bf16((float)i) {}
+  operator float() const { return bits_to_f32((uint32_t)v << 16); }
+};
+
+struct f16 {
+  uint16_t v;
+  f16() = default;
+  f16(float f) {
+    uint32_t x = f32_to_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) { v = (uint16_t)(sign | 0x7e00u); return; }
+    if (ax >= 0x477ff000u) { v = (uint16_t)(sign | 0x7c00u); return; }  // overflow -> inf
+    if (ax < 0x38800000u) {  // subnormal or zero in half
+      float a = bits_to_f32(ax);
+      // Scale so that the half subnormal step (2^-24) becomes 1, round to nearest even.
+      float r = std::nearbyint(a * 16777216.0f);
+      v = (uint16_t)(sign | (uint32_t)r);
+      return;
+    }
+    uint32_t mant = ax & 0x7fffffu;
+    uint32_t e = (ax >> 23) - 112;
+    uint32_t h = (e << 10) | (mant >> 13);
+    uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1;
+    v = (uint16_t)(sign | h);
+  }
+  f16(double d) : f16((float)d) {}
+  f16(int32_t i) : f16((float)i) {}
+  f16(int64_t i) : f16((float)i) {}
+  operator float() const {
+    uint32_t sign = ((uint32_t)v & 0x8000u) << 16;
+    uint32_t e = (v >> 10) & 0x1fu, m = v & 0x3ffu;
+    if (e == 0) {
+      float f = (float)m * 5.9604644775390625e-08f;
+      return sign ? -f : f;
+    }
+    if (e == 31) return bits_to_f32(sign | 0x7f800000u | (m << 13));
+    return bits_to_f32(sign | ((e + 112) << 23) | (m << 13));
+  }
+};
+
+template <class T> struct acc { using type = T; };
+template <> struct acc<f16> { using type = float; };
+template <> struct acc<bf16> { using type = float; };
+
+template <class T> static inline T maxnum(T a, T b) { return std::fmax((float)a, (float)b); }
+static inline double maxnum(double a, double b) { return std::fmax(a, b); }
+template <class T> static inline T minnum(T a, T b) { return std::fmin((float)a, (float)b); }
+static inline double minnum(double a, double b) { return std::fmin(a, b); }
+template <class T> static inline T maximum(T a, T b) {
+  float x = a, y = b;
+  return (x != x || y != y) ? std::numeric_limits<float>::quiet_NaN() : std::fmax(x, y);
+}
+static inline double maximum(double x, double y) {
+  return (x != x || y != y) ? std::numeric_limits<double>::quiet_NaN() : std::fmax(x, y);
+}
+template <class T> static inline T minimum(T a, T b) {
+  float x = a, y = b;
+  return (x != x || y != y) ? std::numeric_limits<float>::quiet_NaN() : std::fmin(x, y);
+}
+static inline double minimum(double x, double y) {
+  return (x != x || y != y) ? std::numeric_limits<double>::quiet_NaN() : std::fmin(x, y);
+}
+
+// Integer division as GPUs do it without trapping: x/0 gives 0 here (masked-off lanes often
+// divide by a zero `other`), and INT_MIN/-1 wraps.
+template <class T> static inline T sdiv(T a, T b) {
+  if (b == 0) return 0;
+  if (std::is_signed<T>::value && b == (T)-1) return (T)(0 - (typename std::make_unsigned<T>::type)a);
+  return a / b;
+}
+template <class T> static inline T srem(T a, T b) {
+  if (b == 0 || (std::is_signed<T>::value && b == (T)-1)) return 0;
+  return a % b;
+}
+template <class T> static inline T shl(T a, int64_t b) {
+  return (b < 0 || b >= (int64_t)(8 * sizeof(T))) ? (T)0 : (T)((typename std::make_unsigned<T>::type)a << b);
+}
+template <class T> static inline T ashr(T a, int64_t b) {
+  using S = typename std::make_signed<T>::type;
+  if (b < 0 || b >= (int64_t)(8 * sizeof(T))) return (T)((S)a < 0 ? -1 : 0);
+  return (T)((S)a >> b);
+}
+template <class T> static inline T lshr(T a, int64_t b) {
+  using U = typename std::make_unsigned<T>::type;
+  return (b < 0 || b >= (int64_t)(8 * sizeof(T))) ? (T)0 : (T)((U)a >> b);
+}
+
+template <size_t N> struct bits;
+template <> struct bits<1> { using type = uint8_t; };
+template <> struct bits<2> { using type = uint16_t; };
+template <> struct bits<4> { using type = uint32_t; };
+template <> struct bits<8> { using type = uint64_t; };
+
+template <class T> static inline T bitcast_from(const void* p) { T t; std::memcpy(&t, p, sizeof(T)); return t; }
+
+// Atomic read-modify-write of any 1/2/4/8-byte element: a compare-and-swap loop.
+template <class T, class F> static inline T atomic_rmw(T* p, T v, F f) {
+  using U = typename bits<sizeof(T)>::type;
+  U* q = reinterpret_cast<U*>(p);
+  U old = __atomic_load_n(q, __ATOMIC_RELAXED);
+  while (true) {
+    T o = bitcast_from<T>(&old);
+    T n = f(o, v);
+    U nu = bitcast_from<U>(&n);
+    if (__atomic_compare_exchange_n(q, &old, nu, true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return o;
+  }
+}
+template <class T> static inline T atomic_cas(T* p, T cmp, T v) {
+  using U = typename bits<sizeof(T)>::type;
+  U expected = bitcast_from<U>(&cmp);
+  U desired = bitcast_from<U>(&v);
+  __atomic_compare_exchange_n(reinterpret_cast<U*>(p), &expected, desired, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+  return bitcast_from<T>(&expected);
+}
+
+// d = c + a @ b on row-major tiles, accumulating in C's type (float for 16-bit inputs).
+template <int M, int N, int K, class TA, class TB, class TC>
+static inline void dot(const TA* __restrict a, const TB* __restrict b, const TC* c, TC* __restrict d) {
+  using A = typename acc<TC>::type;
+  static thread_local A accum[M * N];
+  static thread_local A bt[K * N];
+  for (int i = 0; i < K * N; ++i) bt[i] = (A)(typename acc<TB>::type)b[i];
+  for (int i = 0; i < M * N; ++i) accum[i] = (A)c[i];
+  for (int m = 0; m < M; ++m) {
+    A* __restrict row = accum + m * N;
+    for (int k = 0; k < K; ++k) {
+      A av = (A)(typename acc<TA>::type)a[m * K + k];
+      const A* __restrict brow = bt + k * N;
+      for (int n = 0; n < N; ++n) row[n] += av * brow[n];
+    }
+  }
+  for (int i = 0; i < M * N; ++i) d[i] = (TC)accum[i];
+}
+
+// Runs programs [0, total) on up to `nthreads` host threads; each thread owns one scratch area
+// that holds its program's block values.
+template <class F> static inline void parallel(int64_t total, int nthreads, size_t scratch, F f) {
+  if (total <= 0) return;
+  if (nthreads < 1) nthreads = 1;
+  if ((int64_t)nthreads > total) nthreads = (int)total;
+  auto worker = [&](std::atomic<int64_t>* next, int64_t chunk) {
+    void* mem = nullptr;
+    if (scratch && posix_memalign(&mem, 64, scratch) != 0) std::abort();
+    while (true) {
+      int64_t start = next->fetch_add(chunk);
+      if (start >= total) break;
+      int64_t stop = std::min(total, start + chunk);
+      for (int64_t pid = start; pid < stop; ++pid) f(pid, (char*)mem);
+    }
+    std::free(mem);
+  };
+  std::atomic<int64_t> next{0};
+  int64_t chunk = std::max<int64_t>(1, total / ((int64_t)nthreads * 8));
+  if (nthreads == 1) { worker(&next, total); return; }
+  std::vector<std::thread> threads;
+  threads.reserve(nthreads - 1);
+  for (int t = 1; t < nthreads; ++t) threads.emplace_back(worker, &next, chunk);
+  worker(&next, chunk);
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace em
+"""

@@ -1,0 +1,368 @@
+"""Unmodified Triton kernels on ember tensors, compiled by Ember's Triton backend, checked against
+PyTorch on the CPU. Skipped when triton (the optional `triton` extra) is not installed."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_ember  # noqa: F401
+
+triton = pytest.importorskip(
+    "triton", reason="triton is not installed (pip install 'torch_ember[triton]' to test Triton kernels)")
+tl = pytest.importorskip("triton.language", reason="triton is not installed")
+
+from torch_ember.triton.codegen import UnsupportedTritonOp  # noqa: E402
+
+DEV = "ember"
+
+
+def close(got, want, atol=1e-5, rtol=1e-5):
+    torch.testing.assert_close(got.cpu(), want, atol=atol, rtol=rtol)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+@triton.jit
+def tile_kernel(x_ptr, out_ptr, M, N, sxm, sxn, som, son, BM: tl.constexpr, BN: tl.constexpr):
+    # 2-D grid over tiles of a strided matrix; out = x * (row + 1) + broadcast column index
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0)
+    y = x * (rm[:, None] + 1).to(tl.float32) + rn[None, :].to(tl.float32) + tl.num_programs(1)
+    tl.store(out_ptr + rm[:, None] * som + rn[None, :] * son, y, mask=mask)
+
+
+@triton.jit
+def math_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=1.0)
+    pos = tl.abs(x) + 0.5
+    r = tl.exp(x) * 0.1 + tl.log(pos) + tl.sqrt(pos) + tl.math.rsqrt(pos)
+    r += tl.sigmoid(x) + 1.0 / (1.0 + tl.exp(-x))
+    r += tl.extra.libdevice.tanh(x) + tl.erf(x)
+    r = tl.where(x > 0.3, r, -r)
+    tl.store(out_ptr + offs, r, mask=mask)
+
+
+def math_ref(x):
+    pos = x.abs() + 0.5
+    r = torch.exp(x) * 0.1 + torch.log(pos) + torch.sqrt(pos) + torch.rsqrt(pos)
+    r = r + torch.sigmoid(x) * 2 + torch.tanh(x) + torch.erf(x)
+    return torch.where(x > 0.3, r, -r)
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
+                   BLOCK_SIZE: tl.constexpr):
+    # Triton's fused-softmax tutorial kernel, unchanged apart from num_stages.
+    row_start = tl.program_id(0)
+    row_step = tl.num_programs(0)
+    for row_idx in tl.range(row_start, n_rows, row_step):
+        row_start_ptr = input_ptr + row_idx * input_row_stride
+        col_offsets = tl.arange(0, BLOCK_SIZE)
+        input_ptrs = row_start_ptr + col_offsets
+        mask = col_offsets < n_cols
+        row = tl.load(input_ptrs, mask=mask, other=-float('inf'))
+        row_minus_max = row - tl.max(row, axis=0)
+        numerator = tl.exp(row_minus_max)
+        denominator = tl.sum(numerator, axis=0)
+        softmax_output = numerator / denominator
+        output_row_start_ptr = output_ptr + row_idx * output_row_stride
+        output_ptrs = output_row_start_ptr + col_offsets
+        tl.store(output_ptrs, softmax_output, mask=mask)
+
+
+@triton.jit
+def layer_norm_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
+    # Triton's layer-norm tutorial forward kernel: loops over the row in blocks (run-time trip
+    # count), one program per row.
+    row = tl.program_id(0)
+    Y += row * stride
+    X += row * stride
+    mean = 0
+    _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        _mean += a
+    mean = tl.sum(_mean, axis=0) / N
+    _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        x = tl.where(cols < N, x - mean, 0.)
+        _var += x * x
+    var = tl.sum(_var, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        w = tl.load(W + cols, mask=mask)
+        b = tl.load(B + cols, mask=mask)
+        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+        x_hat = (x - mean) * rstd
+        y = x_hat * w + b
+        tl.store(Y + cols, y, mask=mask)
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                  stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c = acc.to(c_ptr.dtype.element_ty)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def reduce_kernel(x_ptr, sum0_ptr, max1_ptr, argmax1_ptr, cum_ptr, M, N, BM: tl.constexpr,
+                  BN: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
+    tl.store(sum0_ptr + rn, tl.sum(x, axis=0), mask=rn < N)
+    xm = tl.where(mask, x, -float("inf"))
+    tl.store(max1_ptr + rm, tl.max(xm, axis=1), mask=rm < M)
+    tl.store(argmax1_ptr + rm, tl.argmax(xm, axis=1), mask=rm < M)
+    tl.store(cum_ptr + rm[:, None] * N + rn[None, :], tl.cumsum(x, axis=1), mask=mask)
+
+
+@triton.jit
+def atomic_kernel(x_ptr, total_ptr, hist_ptr, n, NBINS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.atomic_add(total_ptr, tl.sum(x, axis=0))
+    bins = (tl.abs(x) * 10).to(tl.int32) % NBINS
+    tl.atomic_add(hist_ptr + bins, tl.full([BLOCK], 1, tl.int32), mask=mask)
+
+
+@triton.jit
+def act_kernel(x_ptr, out_ptr, n, alpha, ACT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    if ACT == "relu":
+        y = tl.maximum(x, 0.0)
+    elif ACT == "leaky":
+        y = tl.where(x > 0, x, x * alpha)
+    else:
+        y = x
+    if n > 100:  # a run-time branch
+        y = y * 2
+    tl.store(out_ptr + offs, y, mask=mask)
+
+
+@triton.jit
+def print_kernel(x_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.device_print("x", x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+
+
+def test_backend_is_registered_and_active():
+    from triton.backends import backends
+    from triton.runtime.driver import driver
+    from torch_ember.triton.driver import EmberDriver
+    assert "ember" in backends
+    if not torch.cuda.is_available():
+        assert isinstance(driver.active, EmberDriver)
+
+
+def test_vector_add():
+    n = 1000
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.empty(n, device=DEV)
+    add_kernel[(triton.cdiv(n, 128),)](x.to(DEV), y.to(DEV), out, n, BLOCK=128)
+    close(out, x + y, atol=0, rtol=0)
+
+
+def test_launch_sees_queued_work_and_later_ops_see_its_writes():
+    n = 4096
+    x = torch.randn(n, device=DEV)
+    y = x * 3 + 1  # queued on the stream before the launch
+    out = torch.empty(n, device=DEV)
+    add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n, BLOCK=256)
+    z = out * 2  # queued after it
+    close(z, (x.cpu() + (x.cpu() * 3 + 1)) * 2)
+
+
+def test_2d_grid_strides_broadcast():
+    M, N = 37, 53
+    x = torch.randn(N, M).t()  # non-contiguous
+    xe = x.to(DEV).t().contiguous().t()
+    out = torch.empty(M, N, device=DEV)
+    grid = (triton.cdiv(M, 16), triton.cdiv(N, 32))
+    tile_kernel[grid](xe, out, M, N, xe.stride(0), xe.stride(1), out.stride(0), out.stride(1),
+                      BM=16, BN=32)
+    want = x * (torch.arange(M)[:, None] + 1).float() + torch.arange(N)[None, :].float() + grid[1]
+    close(out, want)
+
+
+def test_math_where_other():
+    n = 777
+    x = torch.randn(n)
+    out = torch.empty(n, device=DEV)
+    math_kernel[(triton.cdiv(n, 256),)](x.to(DEV), out, n, BLOCK=256)
+    close(out, math_ref(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_cols", [100, 256])
+def test_fused_softmax(n_cols):
+    n_rows = 67
+    x = torch.randn(n_rows, n_cols)
+    xe = x.to(DEV)
+    out = torch.empty_like(xe)
+    block = triton.next_power_of_2(n_cols)
+    softmax_kernel[(8,)](out, xe, xe.stride(0), out.stride(0), n_rows, n_cols, BLOCK_SIZE=block)
+    close(out, torch.softmax(x, dim=1))
+
+
+def test_layer_norm_forward():
+    M, N = 9, 300
+    x, w, b = torch.randn(M, N), torch.rand(N), torch.randn(N)
+    xe = x.to(DEV)
+    y = torch.empty_like(xe)
+    mean = torch.empty(M, device=DEV)
+    rstd = torch.empty(M, device=DEV)
+    layer_norm_fwd[(M,)](xe, y, w.to(DEV), b.to(DEV), mean, rstd, xe.stride(0), N, 1e-5,
+                         BLOCK_SIZE=128)
+    close(y, torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), atol=1e-4, rtol=1e-4)
+    close(mean, x.mean(1))
+    close(rstd, 1 / torch.sqrt(x.var(1, unbiased=False) + 1e-5), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_blocked_matmul(dtype):
+    M, N, K = 70, 45, 100
+    a = torch.randn(M, K).to(dtype)
+    b = torch.randn(K, N).to(dtype)
+    c = torch.empty(M, N, device=DEV, dtype=torch.float32)
+    ae, be = a.to(DEV), b.to(DEV)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+    matmul_kernel[grid](ae, be, c, M, N, K, ae.stride(0), ae.stride(1), be.stride(0), be.stride(1),
+                        c.stride(0), c.stride(1), BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    want = a.float() @ b.float()
+    close(c, want, atol=1e-3, rtol=1e-4)
+
+
+def test_matmul_fp16_output():
+    M, N, K = 32, 32, 64
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    c = torch.empty(M, N, device=DEV, dtype=torch.float16)
+    ae, be = a.to(DEV), b.to(DEV)
+    matmul_kernel[(2, 2)](ae, be, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=32)
+    close(c, (a.float() @ b.float()).half(), atol=1e-2, rtol=1e-3)
+
+
+def test_reductions_along_axes():
+    M, N = 13, 29
+    x = torch.randn(M, N)
+    outs = [torch.empty(N, device=DEV), torch.empty(M, device=DEV),
+            torch.empty(M, device=DEV, dtype=torch.int32), torch.empty(M, N, device=DEV)]
+    reduce_kernel[(1,)](x.to(DEV), *outs, M, N, BM=16, BN=32)
+    close(outs[0], x.sum(0))
+    close(outs[1], x.max(1).values)
+    close(outs[2], x.argmax(1).int())
+    close(outs[3], x.cumsum(1), atol=1e-5, rtol=1e-5)
+
+
+def test_atomic_add():
+    n = 3000
+    x = torch.randn(n)
+    total = torch.zeros(1, device=DEV)
+    hist = torch.zeros(8, device=DEV, dtype=torch.int32)
+    atomic_kernel[(triton.cdiv(n, 128),)](x.to(DEV), total, hist, n, NBINS=8, BLOCK=128)
+    close(total, x.sum().reshape(1), atol=1e-3, rtol=1e-4)
+    bins = ((x.abs() * 10).int() % 8)
+    close(hist, torch.bincount(bins, minlength=8).int())
+
+
+def test_constexpr_specialization_and_runtime_branch():
+    n = 300
+    x = torch.randn(n)
+    xe = x.to(DEV)
+    for act, want in [("relu", torch.relu(x)), ("leaky", torch.where(x > 0, x, x * 0.1)), ("none", x)]:
+        out = torch.empty(n, device=DEV)
+        act_kernel[(triton.cdiv(n, 128),)](xe, out, n, 0.1, ACT=act, BLOCK=128)
+        close(out, want * 2)
+    out = torch.empty(50, device=DEV)
+    act_kernel[(1,)](xe, out, 50, 0.1, ACT="relu", BLOCK=64)
+    close(out, torch.relu(x[:50]))
+    assert len(act_kernel.device_caches[0][0]) >= 4  # one compiled kernel per specialization
+
+
+def test_unsupported_op_names_op_and_source_line():
+    x = torch.randn(16, device=DEV)
+    with pytest.raises(UnsupportedTritonOp) as e:
+        print_kernel[(1,)](x, BLOCK=16)
+    msg = str(e.value)
+    assert "tt.print" in msg
+    assert "test_triton.py" in msg and "tl.device_print" in msg
+
+
+def test_cache_on_disk(tmp_path):
+    # A fresh process with empty caches compiles into EMBER_CACHE_DIR/triton; a second one with
+    # Triton's cache cleared finds the shared object there.
+    code = (
+        "import torch, torch_ember, triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def k(x, n, B: tl.constexpr):\n"
+        "    o = tl.arange(0, B)\n"
+        "    tl.store(x + o, tl.load(x + o, mask=o < n) * 2, mask=o < n)\n"
+        "x = torch.ones(5, device='ember')\n"
+        "k[(1,)](x, 5, B=8)\n"
+        "print(x.cpu().tolist())\n"
+    )
+    path = tmp_path / "kern.py"
+    path.write_text(code)
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "ember"), TRITON_CACHE_DIR=str(tmp_path / "t1"))
+    r = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "[2.0, 2.0, 2.0, 2.0, 2.0]" in r.stdout
+    sos = list((tmp_path / "ember" / "triton").glob("*.so"))
+    assert len(sos) == 1
+    mtime = sos[0].stat().st_mtime_ns
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "t2")
+    r = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert sos[0].stat().st_mtime_ns == mtime
