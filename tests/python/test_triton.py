@@ -366,3 +366,91 @@ def test_cache_on_disk(tmp_path):
     r = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert sos[0].stat().st_mtime_ns == mtime
+
+
+@triton.jit
+def grid3_kernel(x_ptr, out_ptr, mx_ptr, A, B, C, BLOCK: tl.constexpr, REPEAT: tl.constexpr):
+    a = tl.program_id(0)
+    b = tl.program_id(1)
+    c = tl.program_id(2)
+    offs = tl.arange(0, BLOCK)
+    base = (a * B + b) * C + c
+    x = tl.load(x_ptr + base * BLOCK + offs)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in tl.static_range(REPEAT):
+        acc += x * (i + 1)
+    tl.store(out_ptr + base, tl.min(acc, axis=0))
+    tl.atomic_max(mx_ptr + c, tl.max(x, axis=0))
+
+
+def test_3d_grid_static_range_min_atomic_max():
+    A, B, C, BLOCK = 2, 3, 4, 16
+    x = torch.randn(A, B, C, BLOCK)
+    out = torch.empty(A * B * C, device=DEV)
+    mx = torch.full((C,), -1e9, device=DEV)
+    grid3_kernel[(A, B, C)](x.to(DEV), out, mx, A, B, C, BLOCK=BLOCK, REPEAT=3)
+    close(out, (x * 6).amin(-1).reshape(-1))
+    close(mx, x.amax(dim=(0, 1, 3)))
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 256})], key=["n"])
+@triton.jit
+def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % 128 == 0})
+@triton.jit
+def heuristic_kernel(x_ptr, n, EVEN: tl.constexpr):
+    offs = tl.arange(0, 128)
+    if EVEN:
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+    else:
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) - 1, mask=offs < n)
+
+
+def test_autotune_and_heuristics():
+    n = 1000
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.empty(n, device=DEV)
+    tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x.to(DEV), y.to(DEV), out, n)
+    close(out, x + y)
+    assert tuned_add.best_config.kwargs["BLOCK"] in (64, 256)
+    z = torch.zeros(128, device=DEV)
+    heuristic_kernel[(1,)](z, 128)
+    heuristic_kernel[(1,)](z, 100)
+    want = torch.ones(128)
+    want[:100] = 0
+    close(z, want)
+
+
+@triton.jit
+def descriptor_kernel(x_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # Device-side tensor descriptors (Triton 3.9's replacement of block pointers); Triton's own
+    # pass rewrites them to pointer arithmetic with bounds masks before Ember sees the TTIR.
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    tile = desc.load([pm * BM, pn * BN])
+    desc.store([pm * BM, pn * BN], tile * 2 + 1)
+
+
+def test_tensor_descriptor_load_store_with_bounds():
+    x = torch.randn(20, 24)
+    xe = x.to(DEV)
+    descriptor_kernel[(3, 2)](xe, 20, 24, BM=8, BN=16)
+    close(xe, x * 2 + 1)
+
+
+@triton.jit
+def assert_kernel(x_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.device_assert(x == x, "nan")
+
+
+def test_device_assert_is_refused_by_name():
+    x = torch.randn(16, device=DEV)
+    with pytest.raises(UnsupportedTritonOp, match=r"tt\.assert.*test_triton\.py:\d+"):
+        assert_kernel[(1,)](x, BLOCK=16, debug=True)

@@ -1,11 +1,13 @@
 """Adding the Ember backend to Triton's registry, and making Triton's active driver Ember's.
 
-Triton lists backends in `triton.backends.backends` (found through the `triton.backends`
-entry-point group when it is imported) and picks its active driver once, as the only backend
-whose driver reports itself active. torch_ember is usually installed editable, whose entry points
-are frozen at install time, and `TRITON_BACKENDS_IN_TREE=1` skips entry points altogether, so
-torch_ember adds its backend to that dictionary itself, from an import hook on
-`triton.backends` (see torch_ember.integrations). On a machine without CUDA/ROCm, Ember's driver
+Triton lists backends in `triton.backends.backends`, found through the `triton.backends`
+entry-point group when it is imported, and picks its active driver once, as the only backend
+whose driver reports itself active. torch_ember declares that entry point (pyproject.toml), but
+entry points are written into the install's metadata at install time — an editable install made
+before it existed does not have it — and `TRITON_BACKENDS_IN_TREE=1` skips entry points
+altogether. So torch_ember also adds its backend to that dictionary itself, from an import hook
+on `triton.backends` (see torch_ember.integrations); whichever runs first wins, the other finds
+"ember" registered. On a machine without CUDA/ROCm, Ember's driver
 is then the only active one and becomes Triton's default; where a GPU is available, Triton keeps
 the GPU and `activate()` selects Ember.
 """
