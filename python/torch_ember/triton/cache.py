@@ -56,10 +56,10 @@ def cache_dir() -> Path:
 
 def cache_key(ttir: str) -> str:
     from .codegen import CODEGEN_VERSION
-    from .runtime_h import RUNTIME_H
+    from .runtime_h import RUNTIME_CPP, RUNTIME_H
     compiler = cxx()
     h = hashlib.sha256()
-    for part in (ttir, CODEGEN_VERSION, RUNTIME_H, " ".join(CXX_FLAGS), compiler, cxx_version(compiler),
+    for part in (ttir, CODEGEN_VERSION, RUNTIME_H, RUNTIME_CPP, " ".join(CXX_FLAGS), compiler, cxx_version(compiler),
                  cpu_flags()):
         h.update(part.encode())
         h.update(b"\0")
@@ -101,3 +101,16 @@ def loadable_path(binary: bytes) -> Path:
     if not p.exists():
         _write_atomic(p, binary)
     return p
+
+
+@functools.lru_cache(maxsize=None)
+def load_runtime() -> None:
+    """Build (once, cached) and load the runtime library kernels resolve their thread pool from;
+    RTLD_GLOBAL so that kernels loaded afterwards find its symbols."""
+    import ctypes
+    from .runtime_h import RUNTIME_CPP
+    key = "runtime-" + cache_key("")
+    path = cache_dir() / f"{key}.so"
+    if not path.exists():
+        build(RUNTIME_CPP, key, "the Triton runtime")
+    ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)

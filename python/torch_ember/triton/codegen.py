@@ -22,7 +22,7 @@ import struct
 from .ttir import Op, Ty, find_top, parse_module, parse_type, split_top
 
 # Bumped whenever the generated code changes meaning, so cached shared objects are rebuilt.
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 
 
 class UnsupportedTritonOp(NotImplementedError):

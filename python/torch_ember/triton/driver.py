@@ -2,8 +2,8 @@
 kernel is loaded, and the launcher that runs it.
 
 A kernel's shared object is loaded with ctypes; its `ember_launch(args, gx, gy, gz, nthreads)`
-runs every program of the grid on host threads (as many as the device has compute threads) and
-returns when all are done. Launches are synchronous for now: the launcher first waits for the
+runs every program of the grid on host threads (as many as the device has compute threads, from
+one pool shared by all kernels: cache.load_runtime) and returns when all are done. Launches are synchronous for now: the launcher first waits for the
 current ember stream to drain — the kernel reads what queued ops wrote and its writes must land
 before ops queued after it run — then runs the kernel on the calling thread (ctypes releases the
 GIL meanwhile). A fault in earlier queued work surfaces at that wait, as at any synchronize.
@@ -105,7 +105,8 @@ def _threads() -> int:
 
 class EmberUtils:
     def load_binary(self, name, kernel, shared, device):
-        from .cache import loadable_path
+        from .cache import load_runtime, loadable_path
+        load_runtime()
         lib = ctypes.CDLL(str(loadable_path(kernel)))
         fn = lib.ember_launch
         fn.restype = None

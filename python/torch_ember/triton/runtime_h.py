@@ -173,32 +173,140 @@ static inline void dot(const TA* __restrict a, const TB* __restrict b, const TC*
   for (int i = 0; i < M * N; ++i) d[i] = (TC)accum[i];
 }
 
-// Runs programs [0, total) on up to `nthreads` host threads; each thread owns one scratch area
-// that holds its program's block values.
+// Runs programs [0, total): on the calling thread for one program (or one thread), else on the
+// shared worker pool of the runtime library (RUNTIME_CPP). Each thread owns one scratch area that
+// holds its program's block values.
+extern "C" void ember_rt_parallel(int64_t total, int nthreads, size_t scratch,
+                                  void (*fn)(void*, int64_t, char*), void* ctx);
+
 template <class F> static inline void parallel(int64_t total, int nthreads, size_t scratch, F f) {
   if (total <= 0) return;
-  if (nthreads < 1) nthreads = 1;
-  if ((int64_t)nthreads > total) nthreads = (int)total;
-  auto worker = [&](std::atomic<int64_t>* next, int64_t chunk) {
+  if (nthreads <= 1 || total == 1) {
     void* mem = nullptr;
-    if (scratch && posix_memalign(&mem, 64, scratch) != 0) std::abort();
-    while (true) {
-      int64_t start = next->fetch_add(chunk);
-      if (start >= total) break;
-      int64_t stop = std::min(total, start + chunk);
-      for (int64_t pid = start; pid < stop; ++pid) f(pid, (char*)mem);
-    }
+    if (posix_memalign(&mem, 64, scratch ? scratch : 64) != 0) std::abort();
+    for (int64_t pid = 0; pid < total; ++pid) f(pid, (char*)mem);
     std::free(mem);
-  };
-  std::atomic<int64_t> next{0};
-  int64_t chunk = std::max<int64_t>(1, total / ((int64_t)nthreads * 8));
-  if (nthreads == 1) { worker(&next, total); return; }
-  std::vector<std::thread> threads;
-  threads.reserve(nthreads - 1);
-  for (int t = 1; t < nthreads; ++t) threads.emplace_back(worker, &next, chunk);
-  worker(&next, chunk);
-  for (auto& t : threads) t.join();
+    return;
+  }
+  ember_rt_parallel(total, nthreads, scratch,
+                    [](void* c, int64_t pid, char* s) { (*(F*)c)(pid, s); }, &f);
 }
 
 }  // namespace em
+"""
+
+
+# The runtime library every kernel links against at load time (loaded once per process with
+# RTLD_GLOBAL): one pool of worker threads shared by all kernels, so a launch wakes parked threads
+# instead of creating them. One launch runs at a time; the caller works too.
+RUNTIME_CPP = r"""
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <pthread.h>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Fn = void (*)(void*, int64_t, char*);
+
+struct Scratch {
+  char* buf = nullptr;
+  size_t cap = 0;
+  char* get(size_t n) {
+    if (n < 64) n = 64;
+    if (cap < n) {
+      std::free(buf);
+      void* p = nullptr;
+      if (posix_memalign(&p, 64, n) != 0) std::abort();
+      buf = (char*)p;
+      cap = n;
+    }
+    return buf;
+  }
+};
+
+struct Pool {
+  std::mutex launch_mu, mu;
+  std::condition_variable wake, done;
+  std::vector<std::thread> threads;
+  uint64_t generation = 0;
+  int want = 0, pending = 0;
+  int64_t total = 0, chunk = 1;
+  std::atomic<int64_t> next{0};
+  size_t scratch = 0;
+  Fn fn = nullptr;
+  void* ctx = nullptr;
+
+  void run_chunks(Scratch& s) {
+    char* buf = s.get(scratch);
+    while (true) {
+      int64_t start = next.fetch_add(chunk);
+      if (start >= total) break;
+      int64_t stop = std::min(total, start + chunk);
+      for (int64_t pid = start; pid < stop; ++pid) fn(ctx, pid, buf);
+    }
+  }
+  void loop(int id) {
+    Scratch s;
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lk(mu);
+    while (true) {
+      wake.wait(lk, [&] { return generation != seen; });
+      seen = generation;
+      if (id >= want) continue;
+      lk.unlock();
+      run_chunks(s);
+      lk.lock();
+      if (--pending == 0) done.notify_all();
+    }
+  }
+};
+
+Pool* g_pool = nullptr;
+std::once_flag g_once;
+
+Pool& pool() {
+  std::call_once(g_once, [] {
+    g_pool = new Pool();  // never destroyed: parked workers must not be joined at exit
+    pthread_atfork(nullptr, nullptr, [] { g_pool = new Pool(); });  // threads do not survive fork
+  });
+  return *g_pool;
+}
+
+}  // namespace
+
+extern "C" void ember_rt_parallel(int64_t total, int nthreads, size_t scratch, Fn fn, void* ctx) {
+  if (total <= 0) return;
+  if ((int64_t)nthreads > total) nthreads = (int)total;
+  if (nthreads < 1) nthreads = 1;
+  static thread_local Scratch mine;
+  Pool& p = pool();
+  std::lock_guard<std::mutex> one_launch(p.launch_mu);
+  {
+    std::lock_guard<std::mutex> lk(p.mu);
+    while ((int)p.threads.size() < nthreads - 1) {
+      int id = (int)p.threads.size();
+      p.threads.emplace_back([&p, id] { p.loop(id); });
+      p.threads.back().detach();
+    }
+    p.total = total;
+    p.chunk = std::max<int64_t>(1, total / ((int64_t)nthreads * 8));
+    p.next = 0;
+    p.scratch = scratch;
+    p.fn = fn;
+    p.ctx = ctx;
+    p.want = nthreads - 1;
+    p.pending = nthreads - 1;
+    p.generation++;
+  }
+  p.wake.notify_all();
+  p.run_chunks(mine);
+  std::unique_lock<std::mutex> lk(p.mu);
+  p.done.wait(lk, [&] { return p.pending == 0; });
+}
 """
