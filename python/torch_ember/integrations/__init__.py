@@ -5,7 +5,8 @@ Hugging Face accelerate/Trainer and Lightning choose devices and allow mixed pre
 hard-coded device lists; PyTorch's FlexAttention admits a fixed set of device types. Importing torch_ember installs narrow patches for them: each runs
 when its library is first imported (or at once if it already is), changes one decision for
 ember devices only, and leaves every other device's path untouched. docs/integrations.md says
-what each patch changes and why.
+what each patch changes and why. The same hook adds Ember's Triton backend to Triton's registry
+when `triton.backends` loads (torch_ember/triton/registration.py).
 
 The one process-wide setting: unless the user set it, `ACCELERATE_TORCH_DEVICE=ember`, which is
 how both accelerate and transformers' TrainingArguments are told which device to use when no

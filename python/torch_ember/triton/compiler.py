@@ -12,7 +12,6 @@ looks the class up by scanning the module.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
