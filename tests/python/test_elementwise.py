@@ -304,3 +304,82 @@ def test_complex_multiply_and_polar_native(dtype, native_only):
     out = torch.empty(6, dtype=dtype, device="ember")
     torch.mul(a.to("ember"), b.to("ember"), out=out)
     torch.testing.assert_close(out.cpu(), a * b)
+
+
+MATH_DOMAINS = {
+    "tan": (-1.4, 1.4), "asin": (-1, 1), "acos": (-1, 1), "atan": (-20, 20), "sinh": (-5, 5), "cosh": (-5, 5),
+    "asinh": (-20, 20), "acosh": (1, 20), "atanh": (-1, 1), "log2": (0, 50), "log10": (0, 50), "exp2": (-20, 20),
+    "erfc": (-4, 4), "erfinv": (-1, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATH_DOMAINS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_unary_math_matches_cpu(name, dtype, native_only):
+    lo, hi = MATH_DOMAINS[name]
+    x = torch.linspace(lo, hi, 257, dtype=torch.float64)
+    # The domain's edges and a step past them: inf and NaN must come out as on the CPU.
+    x = torch.cat([x, torch.tensor([lo - 0.5, hi + 0.5, 0.0, -0.0, float("nan"), float("inf"), -float("inf")],
+                                   dtype=torch.float64)]).to(dtype)
+    f = getattr(torch, name)
+    tol = dict(rtol=1e-2, atol=1e-2) if dtype == torch.bfloat16 else dict(rtol=2e-6, atol=1e-6) \
+        if dtype == torch.float32 else {}
+    torch.testing.assert_close(f(x.to("ember")).cpu(), f(x), equal_nan=True, **tol)
+    xe = x.to("ember").clone()
+    getattr(xe, name + "_")()
+    torch.testing.assert_close(xe.cpu(), f(x), equal_nan=True, **tol)
+    if dtype != torch.bfloat16:  # the backward formulas, through native ops
+        inner = torch.linspace(lo, hi, 19, dtype=dtype)[1:-1]
+        g = [torch.autograd.grad(f(t.requires_grad_()).sum(), t)[0].cpu() for t in (inner.clone(), inner.to("ember"))]
+        torch.testing.assert_close(g[1], g[0], **tol)
+
+
+def test_integer_inputs_promote_like_cpu(native_only):
+    i = torch.tensor([1, 2, 5])
+    for name in ("asin", "log2", "erfinv", "atan"):
+        got, want = getattr(torch, name)(i.to("ember") - 1 if name != "log2" else i.to("ember")), \
+            getattr(torch, name)(i - 1 if name != "log2" else i)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_atan2_and_hypot(dtype, native_only):
+    a = torch.tensor([0.0, -0.0, 1.0, -1.0, 3.0, float("inf"), float("nan"), 1e30], dtype=dtype)
+    b = torch.tensor([[0.0], [-1.0], [2.0], [1e30]], dtype=dtype)
+    for f in (torch.atan2, torch.hypot):
+        torch.testing.assert_close(f(a.to("ember"), b.to("ember")).cpu(), f(a, b), equal_nan=True)
+        out = torch.empty(4, 8, dtype=dtype, device="ember")
+        f(a.to("ember"), b.to("ember"), out=out)
+        torch.testing.assert_close(out.cpu(), f(a, b), equal_nan=True)
+    torch.testing.assert_close(torch.atan2(torch.tensor([1, -2]).to("ember"), torch.tensor([3, 3]).to("ember")).cpu(),
+                               torch.atan2(torch.tensor([1, -2]), torch.tensor([3, 3])))
+    x, y = (torch.linspace(-2, 3, 7, dtype=dtype) for _ in range(2))
+    y = y.flip(0)
+    for f in (torch.atan2, torch.hypot):
+        xs, ys = x.clone().requires_grad_(), y.clone().requires_grad_()
+        xe, ye = x.to("ember").requires_grad_(), y.to("ember").requires_grad_()
+        gc = torch.autograd.grad(f(xs, ys).sum(), (xs, ys))
+        gE = torch.autograd.grad(f(xe, ye).sum(), (xe, ye))
+        for u, v in zip(gE, gc):
+            torch.testing.assert_close(u.cpu(), v)
+
+
+def test_clamp_by_tensors_matches_cpu_nan_propagating(native_only):
+    x = torch.tensor([[-3.0, 0.5, float("nan"), 4.0], [1.0, 2.0, -1.0, 9.0]])
+    lo = torch.tensor([-1.0, float("nan"), 0.0, 1.0])
+    hi = torch.tensor([[2.0], [float("nan")]])
+    for args in ((lo, hi), (lo, None), (None, hi)):
+        want = torch.clamp(x, *args)
+        got = torch.clamp(x.to("ember"), *(a.to("ember") if a is not None else None for a in args))
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    torch.testing.assert_close(torch.clamp_min(x.to("ember"), lo.to("ember")).cpu(), torch.clamp_min(x, lo),
+                               equal_nan=True)
+    torch.testing.assert_close(torch.clamp_max(x.to("ember"), hi.to("ember")).cpu(), torch.clamp_max(x, hi),
+                               equal_nan=True)
+    i = torch.tensor([1, 5, 9])
+    torch.testing.assert_close(torch.clamp(i.to("ember"), torch.tensor([2, 2, 2], device="ember"),
+                                           torch.tensor([4.5, 4.5, 4.5], device="ember")).cpu(),
+                               torch.clamp(i, torch.tensor([2, 2, 2]), torch.tensor([4.5, 4.5, 4.5])))
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
+        torch.clamp(x.to("ember"), None, None)

@@ -1,6 +1,7 @@
 // Ops composed from other native ember ops (each call below dispatches to an ember kernel): logical
-// ops, hardtanh, log-sigmoid, sgn of real tensors, a scalar raised to a tensor, one-sided clamps,
-// autograd's efficient zeros, the fused LSTM and GRU cells, embedding_bag, embedding_renorm_, weight norm.
+// ops, hardtanh, log-sigmoid, sgn of real tensors, a scalar raised to a tensor, clamps by a scalar
+// on one side or by tensors, autograd's efficient zeros, the fused LSTM and GRU cells,
+// embedding_bag, embedding_renorm_, weight norm.
 // Each matches PyTorch's CPU results; forms these compositions do not cover (complex, an out= of
 // another dtype) take the visible CPU fallback.
 #include <limits>
@@ -125,6 +126,58 @@ at::Tensor& clamp_min_out(const at::Tensor& self, const c10::Scalar& lo, at::Ten
 
 at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& hi, at::Tensor& out) {
     return at::clamp_out(out, self, std::nullopt, hi);
+}
+
+// Tensor bounds: minimum(maximum(x, lo), hi), NaN-propagating like the CPU kernel (a NaN in the
+// input or in either bound gives NaN).
+at::Tensor clamp_tensors(const at::Tensor& self, const std::optional<at::Tensor>& lo,
+                         const std::optional<at::Tensor>& hi, at::ScalarType type) {
+    at::Tensor r = self.to(type);
+    if (lo && lo->defined()) {
+        at::Tensor l = lo->to(type);
+        r = at::maximum(r, l);
+    }
+    if (hi && hi->defined()) {
+        at::Tensor h = hi->to(type);
+        r = at::minimum(r, h);
+    }
+    return r;
+}
+
+bool clamp_tensors_native(const at::Tensor& self, at::ScalarType type, const at::Tensor& out) {
+    return plain_dtype(type) && type != at::kBool && out.is_privateuseone() && !at::isComplexType(self.scalar_type());
+}
+
+at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& lo,
+                             const std::optional<at::Tensor>& hi, at::Tensor& out) {
+    const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+    TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+    at::ScalarType type = self.scalar_type();
+    if (has_lo) type = at::promote_types(type, at::result_type(self, *lo));
+    if (has_hi) type = at::promote_types(type, at::result_type(self, *hi));
+    if (!clamp_tensors_native(self, type, out) || out.scalar_type() != type)
+        return cpu<ATEN_OP2(clamp, Tensor_out)>(self, lo, hi, out);
+    at::Tensor r = clamp_tensors(self, lo, hi, type);
+    resize_out(out, r.sizes());
+    return out.copy_(r);
+}
+
+at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& lo, at::Tensor& out) {
+    at::ScalarType type = at::result_type(self, lo);
+    if (!clamp_tensors_native(self, type, out) || out.scalar_type() != type)
+        return cpu<ATEN_OP2(clamp_min, Tensor_out)>(self, lo, out);
+    at::Tensor r = clamp_tensors(self, lo, std::nullopt, type);
+    resize_out(out, r.sizes());
+    return out.copy_(r);
+}
+
+at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& hi, at::Tensor& out) {
+    at::ScalarType type = at::result_type(self, hi);
+    if (!clamp_tensors_native(self, type, out) || out.scalar_type() != type)
+        return cpu<ATEN_OP2(clamp_max, Tensor_out)>(self, hi, out);
+    at::Tensor r = clamp_tensors(self, std::nullopt, hi, type);
+    resize_out(out, r.sizes());
+    return out.copy_(r);
 }
 
 // ---- conj_physical: negate the imaginary part in place (real tensors are their own conjugate) --
@@ -506,6 +559,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("pow.Scalar_out", pow_scalar_out);
     m.impl("clamp_min.out", clamp_min_out);
     m.impl("clamp_max.out", clamp_max_out);
+    m.impl("clamp.Tensor_out", clamp_tensor_out);
+    m.impl("clamp_min.Tensor_out", clamp_min_tensor_out);
+    m.impl("clamp_max.Tensor_out", clamp_max_tensor_out);
 }
 
 }  // namespace ember::torch_glue

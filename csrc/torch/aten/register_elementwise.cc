@@ -402,52 +402,6 @@ at::Tensor& pow__scalar(at::Tensor& self, const c10::Scalar& exponent) {
     return pow_tensor_scalar_out(self, exponent, self);
 }
 
-// ---- unary ----------------------------------------------------------------------------------
-// `make` is unary_op (dtype kept; integers allowed) or unary_float_op (integers promote).
-
-#define EMBER_UNARY_OP(name, kOp, make, integers)                                       \
-    at::Tensor name##_fn(const at::Tensor& self) {                                      \
-        at::Tensor out;                                                                 \
-        auto iter = TensorIterator::make(out, self);                                    \
-        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name)>(self);          \
-        queue_unary(kOp, iter);                                                         \
-        return iter.output();                                                           \
-    }                                                                                   \
-    at::Tensor& name##__fn(at::Tensor& self) {                                          \
-        auto iter = TensorIterator::make(self, self);                                   \
-        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name##_)>(self);       \
-        queue_unary(kOp, iter);                                                         \
-        return self;                                                                    \
-    }                                                                                   \
-    at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                   \
-        auto iter = TensorIterator::make(out, self);                                    \
-        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, out); \
-        queue_unary(kOp, iter);                                                         \
-        return out;                                                                     \
-    }
-
-EMBER_UNARY_OP(neg, UnaryOp::kNeg, unary_op, true)
-EMBER_UNARY_OP(abs, UnaryOp::kAbs, unary_op, true)
-EMBER_UNARY_OP(reciprocal, UnaryOp::kReciprocal, unary_float_op, false)
-EMBER_UNARY_OP(exp, UnaryOp::kExp, unary_float_op, false)
-EMBER_UNARY_OP(log, UnaryOp::kLog, unary_float_op, false)
-EMBER_UNARY_OP(sqrt, UnaryOp::kSqrt, unary_float_op, false)
-EMBER_UNARY_OP(rsqrt, UnaryOp::kRsqrt, unary_float_op, false)
-EMBER_UNARY_OP(sigmoid, UnaryOp::kSigmoid, unary_float_op, false)
-EMBER_UNARY_OP(tanh, UnaryOp::kTanh, unary_float_op, false)
-EMBER_UNARY_OP(sin, UnaryOp::kSin, unary_float_op, false)
-EMBER_UNARY_OP(cos, UnaryOp::kCos, unary_float_op, false)
-EMBER_UNARY_OP(silu, UnaryOp::kSilu, unary_op, false)
-EMBER_UNARY_OP(erf, UnaryOp::kErf, unary_float_op, false)
-EMBER_UNARY_OP(log1p, UnaryOp::kLog1p, unary_float_op, false)
-EMBER_UNARY_OP(expm1, UnaryOp::kExpm1, unary_float_op, false)
-EMBER_UNARY_OP(floor, UnaryOp::kFloor, unary_op, true)
-EMBER_UNARY_OP(ceil, UnaryOp::kCeil, unary_op, true)
-EMBER_UNARY_OP(trunc, UnaryOp::kTrunc, unary_op, true)
-EMBER_UNARY_OP(round, UnaryOp::kRound, unary_op, true)
-EMBER_UNARY_OP(sign, UnaryOp::kSign, unary_op, true)
-#undef EMBER_UNARY_OP
-
 // ---- activations with parameters, their backwards, and the bitwise family -----------------
 // Only the structured out= forms are registered: PyTorch derives the functional and in-place
 // forms from them for every backend.
@@ -676,31 +630,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
     m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
     m.impl("pow_.Scalar", pow__scalar);
-#define EMBER_REGISTER_UNARY(name)              \
-    m.impl(#name, name##_fn);                  \
-    m.impl(#name "_", name##__fn);             \
-    m.impl(#name ".out", name##_out);
-    EMBER_REGISTER_UNARY(neg)
-    EMBER_REGISTER_UNARY(abs)
-    EMBER_REGISTER_UNARY(reciprocal)
-    EMBER_REGISTER_UNARY(exp)
-    EMBER_REGISTER_UNARY(log)
-    EMBER_REGISTER_UNARY(sqrt)
-    EMBER_REGISTER_UNARY(rsqrt)
-    EMBER_REGISTER_UNARY(sigmoid)
-    EMBER_REGISTER_UNARY(tanh)
-    EMBER_REGISTER_UNARY(sin)
-    EMBER_REGISTER_UNARY(cos)
-    EMBER_REGISTER_UNARY(silu)
-    EMBER_REGISTER_UNARY(erf)
-    EMBER_REGISTER_UNARY(log1p)
-    EMBER_REGISTER_UNARY(expm1)
-    EMBER_REGISTER_UNARY(floor)
-    EMBER_REGISTER_UNARY(ceil)
-    EMBER_REGISTER_UNARY(trunc)
-    EMBER_REGISTER_UNARY(round)
-    EMBER_REGISTER_UNARY(sign)
-#undef EMBER_REGISTER_UNARY
     m.impl("gelu.out", gelu_out);
     m.impl("gelu_backward.grad_input", gelu_backward_out);
     m.impl("softplus.out", softplus_out);

@@ -91,6 +91,8 @@ inline T remainder(T a, T b) {
         case BinaryOp::kTruncDivide: for (int64_t i = 0; i < n; ++i) y[i] = std::trunc(a[i] / b[i]); break;  \
         case BinaryOp::kRemainder: for (int64_t i = 0; i < n; ++i) y[i] = remainder(a[i], b[i]); break;      \
         case BinaryOp::kFmod: for (int64_t i = 0; i < n; ++i) y[i] = std::fmod(a[i], b[i]); break;           \
+        case BinaryOp::kAtan2: for (int64_t i = 0; i < n; ++i) y[i] = std::atan2(a[i], b[i]); break;         \
+        case BinaryOp::kHypot: for (int64_t i = 0; i < n; ++i) y[i] = std::hypot(a[i], b[i]); break;         \
         default: break; /* bitwise ops: integers only, refused by binary() */                  \
     }
 
@@ -178,7 +180,7 @@ const char* op_name(BinaryOp op) {
     static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                   "eq", "ne", "lt", "le", "gt", "ge", "sigmoid_backward",
                                   "tanh_backward", "gelu_backward", "gelu_tanh_backward",
-                                  "softplus_backward", "bitwise_and", "bitwise_or", "bitwise_xor",
+                                  "softplus_backward", "atan2", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",
                                   "floor_divide", "trunc_divide", "remainder", "fmod"};
     return names[static_cast<int>(op)];
 }

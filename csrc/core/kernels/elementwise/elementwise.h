@@ -41,6 +41,9 @@ enum class UnaryOp : int8_t {
     kRound,     // half to even, as torch.round
     kSign,      // -1, 0 or 1; 0 for NaN
     kBitwiseNot,  // ~x for integers, logical not for bool
+    kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
+    kLog2, kLog10, kExp2, kErfc,
+    kErfinv,    // inverse of erf on (-1, 1): +-inf at +-1, NaN outside
 };
 
 enum class BinaryOp : int8_t {
@@ -51,6 +54,8 @@ enum class BinaryOp : int8_t {
     // Activation backwards: a is the incoming gradient, b the saved output (sigmoid, tanh) or
     // input (gelu, softplus).
     kSigmoidBackward, kTanhBackward, kGeluBackward, kGeluTanhBackward, kSoftplusBackward,
+    kAtan2,  // atan2(a, b)
+    kHypot,  // sqrt(a^2 + b^2), without overflow in the squares
     kBitwiseAnd, kBitwiseOr, kBitwiseXor,  // integers and bool only
     // Python's division family, PyTorch's formulas: floor division and remainder take the sign of
     // the divisor, trunc division and fmod that of the dividend. An integer division by zero

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <limits>
 
 #include "kernels/elementwise/block_io.h"
 #include "kernels/elementwise/elementwise.h"
@@ -26,6 +27,33 @@ template <typename T>
 inline T softplus(T x) { return x > T(20) ? x : std::log1p(ex(x)); }
 template <typename T>
 inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
+
+// erfinv: Giles' single-precision approximation ("Approximating the erfinv function", 2010)
+// as the start, then two Newton steps on erf(x) = y in double, which reach double precision.
+inline double erfinv(double y) {
+    if (!(y > -1.0 && y < 1.0)) {
+        if (y == 1.0) return std::numeric_limits<double>::infinity();
+        if (y == -1.0) return -std::numeric_limits<double>::infinity();
+        return std::numeric_limits<double>::quiet_NaN();
+    }
+    double w = -std::log((1.0 - y) * (1.0 + y)), p;
+    if (w < 5.0) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                         -0.00417768164, 0.246640727, 1.50140941})
+            p = c + p * w;
+    } else {
+        w = std::sqrt(w) - 3.0;
+        p = -0.000200214257;
+        for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                         0.00943887047, 1.00167406, 2.83297682})
+            p = c + p * w;
+    }
+    double x = p * y;
+    for (int k = 0; k < 2; ++k) x -= (std::erf(x) - y) / (M_2_SQRTPI * std::exp(-x * x));
+    return x;
+}
 
 // One body for float and double: the math is the same, the precision follows the type.
 #define EMBER_UNARY_BODY(T)                                                        \
@@ -60,6 +88,20 @@ inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
         case UnaryOp::kRound: for (int64_t i = 0; i < n; ++i) y[i] = std::nearbyint(x[i]); break; \
         case UnaryOp::kSign: for (int64_t i = 0; i < n; ++i) y[i] = sign(x[i]); break; \
         case UnaryOp::kBitwiseNot: break; /* integers only; unary() refuses floats */ \
+        case UnaryOp::kTan: for (int64_t i = 0; i < n; ++i) y[i] = std::tan(x[i]); break; \
+        case UnaryOp::kAsin: for (int64_t i = 0; i < n; ++i) y[i] = std::asin(x[i]); break; \
+        case UnaryOp::kAcos: for (int64_t i = 0; i < n; ++i) y[i] = std::acos(x[i]); break; \
+        case UnaryOp::kAtan: for (int64_t i = 0; i < n; ++i) y[i] = std::atan(x[i]); break; \
+        case UnaryOp::kSinh: for (int64_t i = 0; i < n; ++i) y[i] = std::sinh(x[i]); break; \
+        case UnaryOp::kCosh: for (int64_t i = 0; i < n; ++i) y[i] = std::cosh(x[i]); break; \
+        case UnaryOp::kAsinh: for (int64_t i = 0; i < n; ++i) y[i] = std::asinh(x[i]); break; \
+        case UnaryOp::kAcosh: for (int64_t i = 0; i < n; ++i) y[i] = std::acosh(x[i]); break; \
+        case UnaryOp::kAtanh: for (int64_t i = 0; i < n; ++i) y[i] = std::atanh(x[i]); break; \
+        case UnaryOp::kLog2: for (int64_t i = 0; i < n; ++i) y[i] = std::log2(x[i]); break; \
+        case UnaryOp::kLog10: for (int64_t i = 0; i < n; ++i) y[i] = std::log10(x[i]); break; \
+        case UnaryOp::kExp2: for (int64_t i = 0; i < n; ++i) y[i] = std::exp2(x[i]); break; \
+        case UnaryOp::kErfc: for (int64_t i = 0; i < n; ++i) y[i] = std::erfc(x[i]); break; \
+        case UnaryOp::kErfinv: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(erfinv(x[i])); break; \
     }
 
 EMBER_SIMD_CLONES void unary_f32(UnaryOp op, float* y, const float* x, int64_t n) { EMBER_UNARY_BODY(float) }
@@ -115,7 +157,9 @@ const char* op_name(UnaryOp op) {
     static const char* names[] = {"neg", "abs", "reciprocal", "exp", "log", "sqrt", "rsqrt",
                                   "sigmoid", "tanh", "silu", "relu", "sin", "cos", "erf",
                                   "log1p", "expm1", "gelu", "gelu_tanh", "softplus", "floor",
-                                  "ceil", "trunc", "round", "sign", "bitwise_not"};
+                                  "ceil", "trunc", "round", "sign", "bitwise_not", "tan", "asin",
+                                  "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
+                                  "log10", "exp2", "erfc", "erfinv"};
     return names[static_cast<int>(op)];
 }
 

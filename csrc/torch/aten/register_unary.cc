@@ -1,0 +1,159 @@
+// Unary math (exp, log, trig and hyperbolic functions and their inverses, erf and its
+// relatives, rounding, sign) and two-argument math (atan2, hypot) on core's elementwise engine,
+// each in its functional, in-place and out= form. TensorIterator does broadcasting, type
+// promotion and the out= checks as for CPU; dtypes the engine does not compute (complex) go to
+// the visible CPU fallback.
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "../fallback.h"
+#include "elementwise_iter.h"
+#include "glue.h"
+
+namespace ember::torch_glue {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+using at::TensorIterator;
+
+// ---- unary ----------------------------------------------------------------------------------
+// `make` is unary_op (dtype kept; integers allowed) or unary_float_op (integers promote).
+
+#define EMBER_UNARY_OP(name, kOp, make, integers)                                       \
+    at::Tensor name##_fn(const at::Tensor& self) {                                      \
+        at::Tensor out;                                                                 \
+        auto iter = TensorIterator::make(out, self);                                    \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name)>(self);          \
+        queue_unary(kOp, iter);                                                         \
+        return iter.output();                                                           \
+    }                                                                                   \
+    at::Tensor& name##__fn(at::Tensor& self) {                                          \
+        auto iter = TensorIterator::make(self, self);                                   \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP(name##_)>(self);       \
+        queue_unary(kOp, iter);                                                         \
+        return self;                                                                    \
+    }                                                                                   \
+    at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                   \
+        auto iter = TensorIterator::make(out, self);                                    \
+        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, out); \
+        queue_unary(kOp, iter);                                                         \
+        return out;                                                                     \
+    }
+
+EMBER_UNARY_OP(neg, UnaryOp::kNeg, unary_op, true)
+EMBER_UNARY_OP(abs, UnaryOp::kAbs, unary_op, true)
+EMBER_UNARY_OP(reciprocal, UnaryOp::kReciprocal, unary_float_op, false)
+EMBER_UNARY_OP(exp, UnaryOp::kExp, unary_float_op, false)
+EMBER_UNARY_OP(log, UnaryOp::kLog, unary_float_op, false)
+EMBER_UNARY_OP(sqrt, UnaryOp::kSqrt, unary_float_op, false)
+EMBER_UNARY_OP(rsqrt, UnaryOp::kRsqrt, unary_float_op, false)
+EMBER_UNARY_OP(sigmoid, UnaryOp::kSigmoid, unary_float_op, false)
+EMBER_UNARY_OP(tanh, UnaryOp::kTanh, unary_float_op, false)
+EMBER_UNARY_OP(sin, UnaryOp::kSin, unary_float_op, false)
+EMBER_UNARY_OP(cos, UnaryOp::kCos, unary_float_op, false)
+EMBER_UNARY_OP(silu, UnaryOp::kSilu, unary_op, false)
+EMBER_UNARY_OP(erf, UnaryOp::kErf, unary_float_op, false)
+EMBER_UNARY_OP(log1p, UnaryOp::kLog1p, unary_float_op, false)
+EMBER_UNARY_OP(expm1, UnaryOp::kExpm1, unary_float_op, false)
+EMBER_UNARY_OP(floor, UnaryOp::kFloor, unary_op, true)
+EMBER_UNARY_OP(ceil, UnaryOp::kCeil, unary_op, true)
+EMBER_UNARY_OP(trunc, UnaryOp::kTrunc, unary_op, true)
+EMBER_UNARY_OP(round, UnaryOp::kRound, unary_op, true)
+EMBER_UNARY_OP(sign, UnaryOp::kSign, unary_op, true)
+EMBER_UNARY_OP(tan, UnaryOp::kTan, unary_float_op, false)
+EMBER_UNARY_OP(asin, UnaryOp::kAsin, unary_float_op, false)
+EMBER_UNARY_OP(acos, UnaryOp::kAcos, unary_float_op, false)
+EMBER_UNARY_OP(atan, UnaryOp::kAtan, unary_float_op, false)
+EMBER_UNARY_OP(sinh, UnaryOp::kSinh, unary_float_op, false)
+EMBER_UNARY_OP(cosh, UnaryOp::kCosh, unary_float_op, false)
+EMBER_UNARY_OP(asinh, UnaryOp::kAsinh, unary_float_op, false)
+EMBER_UNARY_OP(acosh, UnaryOp::kAcosh, unary_float_op, false)
+EMBER_UNARY_OP(atanh, UnaryOp::kAtanh, unary_float_op, false)
+EMBER_UNARY_OP(log2, UnaryOp::kLog2, unary_float_op, false)
+EMBER_UNARY_OP(log10, UnaryOp::kLog10, unary_float_op, false)
+EMBER_UNARY_OP(exp2, UnaryOp::kExp2, unary_float_op, false)
+EMBER_UNARY_OP(erfc, UnaryOp::kErfc, unary_float_op, false)
+EMBER_UNARY_OP(erfinv, UnaryOp::kErfinv, unary_float_op, false)
+#undef EMBER_UNARY_OP
+
+// ---- two-argument math: atan2 (integers promote to float), hypot (floating inputs only; the
+// CPU fallback refuses the rest as the CPU does) ----------------------------------------------
+
+#define EMBER_MATH2(name, kOp, make)                                                              \
+    at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                       \
+        at::Tensor out;                                                                           \
+        auto iter = TensorIterator::make(out, self, other);                                       \
+        if (!native_compute(iter, false)) return cpu<ATEN_OP(name)>(self, other);                \
+        queue_binary(kOp, iter);                                                                  \
+        return iter.output();                                                                     \
+    }                                                                                             \
+    at::Tensor& name##__fn(at::Tensor& self, const at::Tensor& other) {                           \
+        auto iter = TensorIterator::make(self, self, other);                                      \
+        if (!native_compute(iter, false)) return cpu<ATEN_OP(name##_)>(self, other);             \
+        queue_binary(kOp, iter);                                                                  \
+        return self;                                                                              \
+    }                                                                                             \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {    \
+        auto iter = TensorIterator::make(out, self, other);                                       \
+        if (!native_compute(iter, false)) return cpu<ATEN_OP2(name, out)>(self, other, out);     \
+        queue_binary(kOp, iter);                                                                  \
+        return out;                                                                               \
+    }
+
+EMBER_MATH2(atan2, BinaryOp::kAtan2, binary_float_op)
+EMBER_MATH2(hypot, BinaryOp::kHypot, binary_op)
+#undef EMBER_MATH2
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define EMBER_REGISTER_UNARY(name)              \
+    m.impl(#name, name##_fn);                  \
+    m.impl(#name "_", name##__fn);             \
+    m.impl(#name ".out", name##_out);
+    EMBER_REGISTER_UNARY(neg)
+    EMBER_REGISTER_UNARY(abs)
+    EMBER_REGISTER_UNARY(reciprocal)
+    EMBER_REGISTER_UNARY(exp)
+    EMBER_REGISTER_UNARY(log)
+    EMBER_REGISTER_UNARY(sqrt)
+    EMBER_REGISTER_UNARY(rsqrt)
+    EMBER_REGISTER_UNARY(sigmoid)
+    EMBER_REGISTER_UNARY(tanh)
+    EMBER_REGISTER_UNARY(sin)
+    EMBER_REGISTER_UNARY(cos)
+    EMBER_REGISTER_UNARY(silu)
+    EMBER_REGISTER_UNARY(erf)
+    EMBER_REGISTER_UNARY(log1p)
+    EMBER_REGISTER_UNARY(expm1)
+    EMBER_REGISTER_UNARY(floor)
+    EMBER_REGISTER_UNARY(ceil)
+    EMBER_REGISTER_UNARY(trunc)
+    EMBER_REGISTER_UNARY(round)
+    EMBER_REGISTER_UNARY(sign)
+    EMBER_REGISTER_UNARY(tan)
+    EMBER_REGISTER_UNARY(asin)
+    EMBER_REGISTER_UNARY(acos)
+    EMBER_REGISTER_UNARY(atan)
+    EMBER_REGISTER_UNARY(sinh)
+    EMBER_REGISTER_UNARY(cosh)
+    EMBER_REGISTER_UNARY(asinh)
+    EMBER_REGISTER_UNARY(acosh)
+    EMBER_REGISTER_UNARY(atanh)
+    EMBER_REGISTER_UNARY(log2)
+    EMBER_REGISTER_UNARY(log10)
+    EMBER_REGISTER_UNARY(exp2)
+    EMBER_REGISTER_UNARY(erfc)
+    EMBER_REGISTER_UNARY(erfinv)
+#undef EMBER_REGISTER_UNARY
+    m.impl("atan2", atan2_fn);
+    m.impl("atan2_", atan2__fn);
+    m.impl("atan2.out", atan2_out);
+    m.impl("hypot", hypot_fn);
+    m.impl("hypot_", hypot__fn);
+    m.impl("hypot.out", hypot_out);
+}
+
+}  // namespace ember::torch_glue
