@@ -75,9 +75,12 @@ def eager_route(target) -> str:
 
 # Higher-order ops whose device-generic implementation runs on ember tensors (FlexAttention's
 # math reference, forward and backward; control flow, whose branches and bodies are subgraphs of
-# ember ops): they are library steps of a compiled graph, as in eager mode.
+# ember ops; user-defined Triton kernels, which Dynamo and triton_op custom ops put in a graph as
+# triton_kernel_wrapper_* nodes and whose eager implementation launches the kernel through
+# Ember's Triton backend): they are library steps of a compiled graph, as in eager mode.
 EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward", "cond", "while_loop", "invoke_subgraph",
-                                "map_impl", "scan"})
+                                "map_impl", "scan", "triton_kernel_wrapper_mutation",
+                                "triton_kernel_wrapper_functional"})
 
 
 def runs_eagerly_on_ember(target) -> bool:
