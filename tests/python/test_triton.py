@@ -484,3 +484,22 @@ def test_trans_reshape_bool_fp16_int64_scalar_float():
     close(out, torch.where(keep, x * 0.5, 0.0).reshape(-1))
     close(t, x.t())
     close(outh, (h.float() * 2 + 1).half(), atol=1e-3, rtol=1e-3)
+
+
+def test_launches_are_named_in_both_profilers():
+    import torch_ember
+    n = 300
+    x = torch.randn(n, device=DEV)
+    out = torch.empty(n, device=DEV)
+    add_kernel[(3,)](x, x, out, n, BLOCK=128)  # compiled outside the profiled region
+    line = add_kernel.fn.__code__.co_firstlineno + 1  # the `def` under @triton.jit
+    label = f"triton add_kernel @ test_triton.py:{line}"
+    with torch_ember.profiler.profile() as prof:
+        add_kernel[(3,)](x, x, out, n, BLOCK=128)
+    spans = [r for r in prof.records if r["kind"] == "host_op" and r["name"] == label]
+    assert len(spans) == 1 and spans[0]["dur_ns"] > 0, [r["name"] for r in prof.records]
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        add_kernel[(3,)](x, x, out, n, BLOCK=128)
+    assert label in [e.key for e in p.key_averages()]
+    close(out, x.cpu() * 2)

@@ -7,6 +7,8 @@ one pool shared by all kernels: cache.load_runtime) and returns when all are don
 current ember stream to drain — the kernel reads what queued ops wrote and its writes must land
 before ops queued after it run — then runs the kernel on the calling thread (ctypes releases the
 GIL meanwhile). A fault in earlier queued work surfaces at that wait, as at any synchronize.
+While torch.profiler or Ember's profiler records, each launch (the wait and the run) is a span
+named after the kernel and its source line ("triton add_kernel @ kernels.py:12").
 
 This module must hold exactly one concrete DriverBase subclass: Triton's backend discovery
 looks the class up by scanning the module.
@@ -76,6 +78,7 @@ class EmberLauncher:
             else:
                 self.converters.append(_converter(ty))
         self.name = metadata.name
+        self.label = _label(src, metadata.name)
 
     def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata,
                  launch_enter_hook, launch_exit_hook, *args):
@@ -85,11 +88,42 @@ class EmberLauncher:
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
         if gridX * gridY * gridZ > 0:
-            if stream is not None:
-                stream.synchronize()
-            function(arr, gridX, gridY, gridZ, _threads())
+            if _profiling():
+                from torch.autograd.profiler import record_function
+                with record_function(self.label):
+                    self._run(stream, function, arr, gridX, gridY, gridZ)
+            else:
+                self._run(stream, function, arr, gridX, gridY, gridZ)
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
+
+    @staticmethod
+    def _run(stream, function, arr, gridX, gridY, gridZ):
+        if stream is not None:
+            stream.synchronize()
+        function(arr, gridX, gridY, gridZ, _threads())
+
+
+def _label(src, name: str) -> str:
+    """What a profiler shows for a launch: "triton add_kernel @ kernels.py:12" (the kernel's
+    name and the line of its `def`)."""
+    import os
+    fn = getattr(src, "fn", None)
+    code = getattr(getattr(fn, "fn", None), "__code__", None)
+    if code is None:
+        return f"triton {name}"
+    line = getattr(fn, "def_file_line_number", None) or code.co_firstlineno
+    return f"triton {name} @ {os.path.basename(code.co_filename)}:{line}"
+
+
+def _profiling() -> bool:
+    """Whether torch.profiler or Ember's profiler is recording (a launch is then a named span:
+    RecordFunction, which both observe)."""
+    from torch.autograd import profiler
+    if profiler._is_profiler_enabled:
+        return True
+    from torch_ember import _C
+    return bool(_C._profiler_running())
 
 
 @functools.lru_cache(maxsize=None)
