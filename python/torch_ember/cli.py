@@ -17,7 +17,8 @@ COMMANDS = {
     "ops": ("torch_ember.compile.ops_cli",
             "the op table: each ATen op's eager kernel and compiler route (fused, library, ...)"),
     "sweep": ("torch_ember.sweep.cli",
-              "sweep Hugging Face architectures (models): built tiny, eager and compiled, against CPU"),
+              "sweep Hugging Face architectures (models) or FlexAttention variants (flex), eager and "
+              "compiled, against the CPU"),
     "profile": ("torch_ember.profiler.run",
                 "run a script under the ember profiler: trace file and summary"),
     "upstream": ("torch_ember.upstream.run",

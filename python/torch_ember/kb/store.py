@@ -25,7 +25,7 @@ from pathlib import Path
 from .explain import explain
 
 SCHEMA_VERSION = 1
-KINDS = ("sweep-models", "conformance", "conformance-compiled", "bench", "bench-train", "upstream")
+KINDS = ("sweep-models", "sweep-flex", "conformance", "conformance-compiled", "bench", "bench-train", "upstream")
 STATUSES = ("pass", "fail", "skip")
 DEFAULT_PATH = Path("~/.cache/torch_ember/kb.sqlite")
 # Thread and BLAS settings change every timing, so they are stored with each run.
@@ -214,6 +214,8 @@ def environment() -> dict:
 def detect_kind(data) -> str:
     """The kind of a runner's JSON output, from its shape."""
     if isinstance(data, dict):
+        if data.get("sweep") == "flex":
+            return "sweep-flex"  # `ember sweep flex`
         if "records" in data:
             return "sweep-models"
         results = data.get("results")
@@ -279,6 +281,24 @@ def _sweep_items(data) -> list[dict]:
         out.append(_item(r.get("model", "?"), status, detail,
                          {"built": "pass" if built else "fail", "eager": eager, "compiled": compiled},
                          fallback, metrics, info, fails))
+    return out
+
+
+def _flex_items(data) -> list[dict]:
+    """`ember sweep flex`: one item per case (variant, shape, eager or compiled); a timeout or a
+    crash is a failure."""
+    out = []
+    for r in data.get("records", []):
+        raw = r.get("status", "fail")
+        metrics = {k: v for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        metrics.update({f"error_{k}": v for k, v in (r.get("errors") or {}).items() if isinstance(v, (int, float))})
+        fallback = r.get("fallback_ops") or {}
+        if isinstance(fallback, dict):
+            metrics["fallback_calls"] = sum(v for v in fallback.values() if isinstance(v, (int, float)))
+        info = {k: str(r[k]) for k in ("variant", "shape", "mode", "category") if r.get(k)}
+        fails = [{"category": r.get("category", ""), "message": r.get("failure", "")}] if raw != "pass" else ()
+        out.append(_item(r.get("case", "?"), "pass" if raw == "pass" else "fail", raw, {}, fallback,
+                         metrics, info, fails))
     return out
 
 
@@ -371,7 +391,7 @@ def _bench_items(data) -> list[dict]:
     return out
 
 
-_ITEMS = {"sweep-models": _sweep_items, "conformance": _conformance_items,
+_ITEMS = {"sweep-models": _sweep_items, "sweep-flex": _flex_items, "conformance": _conformance_items,
           "conformance-compiled": _conformance_items, "upstream": _upstream_items, "bench": _bench_items,
           "bench-train": _bench_items}
 

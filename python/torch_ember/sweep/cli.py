@@ -1,8 +1,9 @@
-"""`ember sweep <kind>`: sweeps over other people's models (`models`: Hugging Face architectures)."""
+"""`ember sweep <kind>`: sweeps over other people's code (`models`: Hugging Face architectures;
+`flex`: FlexAttention variants against a float64 reference)."""
 import importlib
 import sys
 
-KINDS = {"models": "torch_ember.sweep.models"}
+KINDS = {"models": "torch_ember.sweep.models", "flex": "torch_ember.sweep.flex"}
 
 
 def main(argv=None, prog=None) -> int:
