@@ -503,3 +503,35 @@ def test_launches_are_named_in_both_profilers():
         add_kernel[(3,)](x, x, out, n, BLOCK=128)
     assert label in [e.key for e in p.key_averages()]
     close(out, x.cpu() * 2)
+
+
+@triton.jit
+def early_return_kernel(x_ptr, out_ptr, flags_ptr, n, BLOCK: tl.constexpr):
+    # Early returns inside `if` (Liger's cross-entropy kernel skips ignored rows this way):
+    # Triton emits branches between blocks (cf.cond_br) instead of scf.if.
+    pid = tl.program_id(0)
+    flag = tl.load(flags_ptr + pid)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if flag == 0:
+        tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=mask)
+        return
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.debug_barrier()
+    if flag == 2:
+        tl.store(out_ptr + offs, -x, mask=mask)
+        return
+    tl.store(out_ptr + offs, x * 2 + pid, mask=mask)
+
+
+def test_early_return_branches_and_debug_barrier():
+    n, block = 300, 32
+    progs = triton.cdiv(n, block)
+    x = torch.randn(n)
+    flags = torch.tensor([i % 3 for i in range(progs)], dtype=torch.int32)
+    out = torch.full((n,), 7.0, device=DEV)
+    early_return_kernel[(progs,)](x.to(DEV), out, flags.to(DEV), n, BLOCK=block)
+    f = flags.repeat_interleave(block)[:n]
+    pid = torch.arange(n) // block
+    want = torch.where(f == 0, 0.0, torch.where(f == 2, -x, x * 2 + pid))
+    close(out, want)

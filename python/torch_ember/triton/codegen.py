@@ -22,7 +22,7 @@ import struct
 from .ttir import Op, Ty, find_top, parse_module, parse_type, split_top
 
 # Bumped whenever the generated code changes meaning, so cached shared objects are rebuilt.
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 
 
 class UnsupportedTritonOp(NotImplementedError):
@@ -160,6 +160,11 @@ class Translator:
         self.counter = 0
         self.env: dict[str, V] = {}
         self.yield_stack: list = []
+        # The function's labelled blocks, for branches; the blocks on the current branch path
+        # (a branch back to one of them would be a loop), and how many blocks were emitted.
+        self.blocks = {b.label: b for b in self.func.blocks if b.label}
+        self.branch_path: list[str] = []
+        self.inlined = 0
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -1002,6 +1007,82 @@ def _yield(t: Translator, op: Op):
 @handles("tt.return")
 def _return(t: Translator, op: Op):
     t.emit("return;")
+
+
+# Branches between the blocks of a function body: Triton emits them for an early `return` inside
+# an `if` (the rest of the kernel becomes the other branch). Every path through such a body ends
+# in `tt.return`, so each branch is emitted as a C++ block holding its target's code (nested
+# inside the branching block, so the values defined before the branch stay in scope); a block
+# reached along several paths is emitted once per path. A branch back to a block on the current
+# path (a loop built from branches, which Triton does not produce) is refused.
+_MAX_INLINED_BLOCKS = 64
+
+
+def _branch_target(t: Translator, op: Op, text: str):
+    text = text.strip()
+    m = re.match(r"^(\^[\w]+)(?:\((.*)\))?$", text)
+    if not m:
+        t.unsupported(op, f"cannot read branch target {text!r}")
+    label, args = m.group(1), m.group(2) or ""
+    k = find_top(args, " : ")
+    names = op.operands(args[:k] if k >= 0 else args)
+    return label, [t.get(x, op) for x in names]
+
+
+def _jump(t: Translator, op: Op, label: str, vals: list):
+    block = t.blocks.get(label)
+    if block is None:
+        t.unsupported(op, f"branch to unknown block {label}")
+    if label in t.branch_path:
+        t.unsupported(op, f"a loop made of branches (back to {label})")
+    t.inlined += 1
+    if t.inlined > _MAX_INLINED_BLOCKS:
+        t.unsupported(op, f"more than {_MAX_INLINED_BLOCKS} blocks after expanding branches")
+    if len(vals) != len(block.args):
+        t.unsupported(op, f"{len(vals)} values passed to {label}, which takes {len(block.args)}")
+    t.emit("{")
+    t.depth += 1
+    saved = dict(t.env)
+    for (name, ty), v in zip(block.args, vals):
+        if ty.is_tensor:
+            b = t.alloc(ty, name)
+            t.emit(f"std::memmove({b.name}, {v.name}, {ty.numel * _SIZE[ty.elem]});")
+        else:
+            b = V(t.fresh(name), ty)
+            t.emit(f"{ctype(ty)} {b.name} = {v.name};")
+        t.env[name] = b
+    t.branch_path.append(label)
+    t.block(block.ops)
+    t.branch_path.pop()
+    t.env = saved
+    t.depth -= 1
+    t.emit("}")
+
+
+@handles("cf.br")
+def _br(t: Translator, op: Op):
+    label, vals = _branch_target(t, op, op.body)
+    _jump(t, op, label, vals)
+
+
+@handles("cf.cond_br")
+def _cond_br(t: Translator, op: Op):
+    parts = split_top(op.body)
+    if len(parts) != 3:
+        t.unsupported(op, f"cannot read branch {op.body!r}")
+    cond = t.get(parts[0].strip(), op)
+    if cond.ty.is_tensor:
+        t.unsupported(op, "a branch on a block value")
+    targets = [_branch_target(t, op, p) for p in parts[1:]]
+    t.emit(f"if ({cond.name})")
+    _jump(t, op, *targets[0])
+    t.emit("else")
+    _jump(t, op, *targets[1])
+
+
+@handles("ttg.barrier", "gpu.barrier")
+def _barrier(t: Translator, op: Op):
+    pass  # tl.debug_barrier: a program is one host thread, so there is nothing to wait for
 
 
 @handles("tt.assert")

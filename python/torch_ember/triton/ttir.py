@@ -196,6 +196,7 @@ def strip_locs(line: str) -> tuple[str, Optional[str]]:
 class Block:
     args: list  # [(name, Ty)]
     ops: list = field(default_factory=list)
+    label: str = ""  # "^bb1" for a labelled block (the first block of a region has none)
 
 
 @dataclass
@@ -234,8 +235,9 @@ _FUNC_RE = re.compile(r"^tt\.func\s+(?:public\s+|private\s+)?@([\w$.]+)\(")
 class Func:
     name: str
     args: list  # [(name, Ty)]
-    body: Block
+    body: Block  # the entry block
     loc: Optional[str]
+    blocks: list = field(default_factory=list)  # every block of the body, the entry block first
 
 
 class Locations:
@@ -306,15 +308,16 @@ def parse_module(text: str) -> tuple[list[Func], Locations]:
                 if cur.ops or cur.args:
                     blocks.append(cur)
                 text, _ = strip_locs(raw)
-                m = re.match(r"^\^[\w]+(?:\((.*)\))?:$", text)
+                text = re.sub(r"\s*//.*$", "", text)  # "^bb1:  // pred: ^bb0"
+                m = re.match(r"^(\^[\w]+)(?:\((.*)\))?:$", text)
                 if not m:
                     raise TTIRParseError(f"cannot read block header {raw!r}")
                 args = []
-                if m.group(1):
-                    for a in split_top(m.group(1)):
+                if m.group(2):
+                    for a in split_top(m.group(2)):
                         nm, ty = a.split(":", 1)
                         args.append((nm.strip(), parse_type(ty)))
-                cur = Block(args)
+                cur = Block(args, label=m.group(1))
                 i += 1
                 continue
             blocks.append(cur)
@@ -382,8 +385,11 @@ def parse_module(text: str) -> tuple[list[Func], Locations]:
                 nm, rest = a.split(":", 1)
                 rest = re.sub(r"\{.*\}", "", rest).strip()
                 args.append((nm.strip(), parse_type(rest)))
-            block = Block(args)
-            i = parse_block_ops(i + 1, block, None)
-            funcs.append(Func(fm.group(1), args, block, loc))
+            # The body is a region: an entry block (whose arguments are the function's) and,
+            # after an early `return` inside an `if`, labelled blocks that branches (`cf.br`,
+            # `cf.cond_br`) jump to.
+            blocks, i = parse_region(i + 1)
+            blocks[0].args = args
+            funcs.append(Func(fm.group(1), args, blocks[0], loc, blocks))
         i += 1
     return funcs, locs
