@@ -63,6 +63,21 @@ def test_backend_and_device_interface_are_registered():
     iface.synchronize()
 
 
+def test_device_context_manager_in_a_compiled_function():
+    # `with torch.ember.device(...)` is traced (Liger-Kernel's ops wrap launches in one), not a
+    # graph break; the current device is what it was afterwards.
+    def f(x):
+        with torch.ember.device(x.device):
+            y = x * 2
+        return y + 1
+
+    x = torch.randn(5, device="ember:1")
+    before = torch.ember.current_device()
+    out = torch.compile(f, backend="ember", fullgraph=True)(x)
+    torch.testing.assert_close(out.cpu(), x.cpu() * 2 + 1)
+    assert out.device == x.device and torch.ember.current_device() == before
+
+
 def test_import_does_not_load_dynamo():
     code = "import sys, torch_ember; print('torch._dynamo' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -26,7 +26,43 @@ def _register() -> None:
     if "ember" not in _COMPILER_FNS:
         register_backend(ember_backend, name="ember")
     register_interface_for_device("ember", EmberInterface)
+    _register_device_context()
     _keep_string_frames()
+
+
+def _register_device_context() -> None:
+    """`with torch.ember.device(d):` inside a compiled function (Liger-Kernel's ops wrap their
+    launches in one): Dynamo traces the device context managers it has a variable class for and
+    breaks the graph at any other. Ember's switches the current device through the accelerator
+    hooks, as torch.accelerator.device_index does."""
+    try:
+        from torch._dynamo.variables import get_device_context_manager, register_device_context_manager
+        from torch._dynamo.variables.ctx_manager import GenericDeviceVariable
+    except ImportError:  # an older Dynamo without the registry
+        return
+    import torch
+
+    from ..ember.device import _device_index
+
+    if get_device_context_manager(torch.ember.device) is not None:
+        return
+
+    class EmberDeviceVariable(GenericDeviceVariable):
+        _exchange_fn = staticmethod(torch._C._accelerator_exchangeDevice)
+        _maybe_exchange_fn = staticmethod(torch._C._accelerator_maybeExchangeDevice)
+        _get_device_index_fn = staticmethod(_device_index)
+
+        def module_name(self) -> str:
+            return "torch.ember"
+
+        def python_type(self) -> type:
+            return torch.ember.device
+
+    register_device_context_manager(torch.ember.device, EmberDeviceVariable)
+    from . import warm
+
+    if warm.enabled():
+        warm.install()
 
 
 def _keep_string_frames() -> None:
