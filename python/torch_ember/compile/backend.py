@@ -16,6 +16,7 @@ import time
 import torch
 
 from . import stats as _stats
+from . import warm as _warm
 from .compiler import compile_data_dependent, compile_graph
 from .decompositions import decomposition_table
 from .errors import CompileError
@@ -110,10 +111,23 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     options = _check_options({**(options.pop("options", None) or {}), **options})
     if _is_symbolic(example_inputs):
         return _specializing(gm, options)
+    if _warm.enabled():
+        return _compile_serializable(gm, example_inputs, options, mode)
     return _compile_static(gm, example_inputs, options)
 
 
-def _compile_static(gm, example_inputs, options, recompile_reason=""):
+def _compile_serializable(gm, example_inputs, options, mode):
+    """_compile_static with artifacts that AOTAutograd's cache and Dynamo's precompile packages
+    can store (warm.py), under a cache key salted with Ember's config."""
+    salt = _warm.salt(options, mode)
+    tag = torch.compiler.config.cache_key_tag
+    with torch.compiler.config.patch(cache_key_tag=f"{tag}|{salt}" if tag else salt):
+        out = _compile_static(gm, example_inputs, options, serializable=salt)
+    _warm.note_compiled()
+    return out
+
+
+def _compile_static(gm, example_inputs, options, recompile_reason="", serializable=None):
     from torch._dynamo.backends.common import aot_autograd
 
     with _ids_lock:
@@ -132,7 +146,11 @@ def _compile_static(gm, example_inputs, options, recompile_reason=""):
             mark[0] = time.perf_counter()
             rec.total_ms = rec.capture_ms + (mark[0] - t0) * 1e3
             _stats.record(rec)
+            if serializable:
+                return _warm.wrap(fn, kind, rec.name, serializable)
             return boxed(fn)
+        if serializable:
+            return _warm.serializable_compiler(compile_fx)
         return compile_fx
 
     aot = aot_autograd(fw_compiler=compiler("fw"), bw_compiler=compiler("bw"),

@@ -25,9 +25,45 @@ class Val:
         return f"%{self.id}"
 
 
+class RecordingGraph:
+    """A _C._Graph that also keeps the calls that built it (`tape`), so that the same IR graph can
+    be rebuilt in another process without the FX graph: replaying the tape gives a graph with the
+    same serialization, hence the same compile-cache key (see warm.py)."""
+
+    _RECORDED = ("input", "scalar", "scalar_int", "constant", "add", "opaque", "mark_output",
+                 "mark_output_alias")
+    __slots__ = ("graph", "tape")
+
+    def __init__(self):
+        self.graph = _C._Graph()
+        self.tape = []
+
+    def __getattr__(self, name):
+        fn = getattr(self.graph, name)
+        if name not in RecordingGraph._RECORDED:
+            return fn
+
+        def record(*args):
+            if name == "constant":  # keep a host copy: the caller may reuse or free the tensor
+                args = (args[0].detach().to("cpu", copy=True),)
+            self.tape.append((name, args))
+            return fn(*args)
+        return record
+
+    def __str__(self):
+        return str(self.graph)
+
+
+def replay(tape) -> "_C._Graph":
+    g = _C._Graph()
+    for name, args in tape:
+        getattr(g, name)(*args)
+    return g
+
+
 class Builder:
     def __init__(self):
-        self.g = _C._Graph()
+        self.g = RecordingGraph()
         self.source = ""  # the node being lowered; stamped on every IR node it creates
 
     # --- leaves -----------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def _build(gm, name, strides, rec: CompileRecord | None, strict_hint: str, tr=No
         return tr, None  # nothing to compute: only inputs and views of them
     cache = settings.cache_dir()
     try:
-        exe, stats = _C._compile(tr.builder.g, name, cache, bool(cache))
+        exe, stats = _C._compile(tr.builder.g.graph, name, cache, bool(cache))
     except NotImplementedError as e:
         msg = str(e).removeprefix("ember: not supported: ")
         raise CompileError(f"{msg}. {strict_hint}") from None
@@ -59,6 +59,7 @@ def _build(gm, name, strides, rec: CompileRecord | None, strict_hint: str, tr=No
         warnings.warn(f"ember compile cache: {stats['warning']}", RuntimeWarning, stacklevel=2)
     if rec is not None:
         rec.add_compile(stats)
+    tr.cache_key = stats["cache_key"]
     return tr, exe
 
 
@@ -69,7 +70,7 @@ _HINT = ('Run them eagerly instead with torch.compile(..., backend="ember", '
 def _whole(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, tr=None) -> CompiledGraph:
     tr, exe = _build(gm, name, None, rec, _HINT, tr)
     return CompiledGraph(tr, exe, _device_of(gm),
-                         lambda strides: _build(gm, name, strides, None, _HINT))
+                         lambda strides: _build(gm, name, strides, None, _HINT), name)
 
 
 def _refusal(refused) -> CompileError:

@@ -154,6 +154,7 @@ class Translation:
     num_exe_outputs: int = 0
     fx_nodes: int = 0
     untranslatable: list = field(default_factory=list)  # (op name, source, reason)
+    cache_key: str = ""  # the compile cache's key of the executable built from `builder`
 
 
 def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:

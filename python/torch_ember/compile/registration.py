@@ -28,6 +28,10 @@ def _register() -> None:
     register_interface_for_device("ember", EmberInterface)
     _register_device_context()
     _keep_string_frames()
+    from . import warm
+
+    if warm.enabled():
+        warm.install()
 
 
 def _register_device_context() -> None:
@@ -59,10 +63,6 @@ def _register_device_context() -> None:
             return torch.ember.device
 
     register_device_context_manager(torch.ember.device, EmberDeviceVariable)
-    from . import warm
-
-    if warm.enabled():
-        warm.install()
 
 
 def _keep_string_frames() -> None:

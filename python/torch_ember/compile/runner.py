@@ -12,11 +12,50 @@ from .fx_to_ir import Translation
 
 
 class CompiledGraph:
-    def __init__(self, translation: Translation, exe, device: torch.device, recompile):
-        self._recompile = recompile  # (input strides) -> (Translation, exe)
+    def __init__(self, translation: Translation, exe, device: torch.device, recompile, name: str = ""):
+        # (input strides) -> (Translation, exe); None for a graph loaded by a warm start, which
+        # has no FX graph to translate again: inputs in other strides are copied into the
+        # compiled ones instead.
+        self._recompile = recompile
         self._device = device
+        self._name = name
+        self._copied = []
         self._variants = {}
         self._install(translation, exe)
+        self._base = (translation, exe)
+
+    # --- warm start (warm.py): what rebuilds this callable in another process -------------
+    def cache_state(self) -> dict:
+        """The executable's compile-cache key, the IR build tape that recreates it on a cache
+        miss, and the call metadata; no FX graph."""
+        tr, exe = self._base
+        return {
+            "name": self._name, "device": self._device.index, "cache_key": tr.cache_key,
+            "tape": tr.builder.g.tape if exe is not None else None,
+            "meta": (tr.input_positions, tr.input_strides, tr.input_to_device, tr.input_dtypes,
+                     [_encode_result(r) for r in tr.results], tr.tuple_output, tr.num_exe_outputs),
+        }
+
+    @classmethod
+    def from_cache_state(cls, state: dict, rec=None) -> "CompiledGraph":
+        from .. import _C
+        from . import settings
+        from .builder import replay
+
+        positions, strides, to_device, dtypes, results, tuple_output, n_out = state["meta"]
+        tr = Translation(None, positions, [tuple(s) for s in strides], to_device, dtypes,
+                         [_decode_result(r) for r in results], tuple_output, n_out,
+                         cache_key=state["cache_key"])
+        exe = None
+        if state["tape"] is not None:
+            cache = settings.cache_dir()
+            exe, stats = _C._compile(replay(state["tape"]), state["name"], cache, bool(cache))
+            if rec is not None:
+                rec.add_compile(stats)
+            if stats["warning"]:
+                import warnings
+                warnings.warn(f"ember compile cache: {stats['warning']}", RuntimeWarning, stacklevel=2)
+        return cls(tr, exe, torch.device("ember", state["device"]), None, state["name"])
 
     def _install(self, tr: Translation, exe):
         self.tr, self.exe = tr, exe
@@ -25,10 +64,13 @@ class CompiledGraph:
         self._dtypes = tr.input_dtypes
         self._move = [i for i, m in enumerate(tr.input_to_device) if m]
         self._alloc = []
+        self._written = set()  # IR inputs the executable writes in place
         if exe is not None:
             for i in range(exe.num_outputs):
                 dtype, sizes, strides, alias = exe.output_info(i)
                 self._alloc.append(None if alias >= 0 else (tuple(sizes), tuple(strides), dtype))
+                if alias >= 0:
+                    self._written.add(alias)
         self._simple = all(r[0] == "exe" for r in tr.results)
         # Executable outputs that views are replayed on, with the strides they were traced with.
         self._restride = {r[1][1]: r[3] for r in tr.results
@@ -55,7 +97,21 @@ class CompiledGraph:
                                "meta function promised)")
         strides = [t.stride() for t in ins]
         if strides != self._strides:
+            self._copied = []
             self._use_variant(ins, strides)
+            if self._copied:
+                return self._run_copied(args, ins)
+        return self._run(args, ins)
+
+    def _run_copied(self, args, ins):
+        copied, self._copied = self._copied, []
+        res = self._run(args, ins)
+        for i, orig, copy in copied:  # an input the graph writes in place gets the result back
+            if i in self._written:
+                orig.copy_(copy)
+        return res
+
+    def _run(self, args, ins):
         outs = self._outputs() if self.exe is not None else []
         if self.exe is not None:
             self.exe.run(ins, outs)
@@ -77,8 +133,17 @@ class CompiledGraph:
             return
         key = tuple(tuple(s) for s in strides)
         if key not in self._variants:
+            if self._recompile is None:
+                return self._copy_to_compiled_strides(ins)
             self._variants[key] = self._recompile(list(key))
         self._install(*self._variants[key])
+
+    def _copy_to_compiled_strides(self, ins):
+        """Copies of the inputs in the strides the executable was compiled for (in place)."""
+        for i, (t, s) in enumerate(zip(ins, self._strides)):
+            if not _same_layout(t, s):
+                ins[i] = torch.empty_strided(t.shape, s, dtype=t.dtype, device=t.device).copy_(t)
+                self._copied.append((i, t, ins[i]))
 
     def _result(self, r, args, outs):
         kind = r[0]
@@ -98,6 +163,26 @@ class CompiledGraph:
         for target, vargs, vkwargs in r[2]:
             base = target(base, *vargs, **vkwargs)
         return base
+
+
+def _encode_result(r):
+    """A results entry with its view ops as names (OpOverloads do not pickle)."""
+    if r[0] != "view":
+        return r
+    replay = [(str(t) if isinstance(t, torch._ops.OpOverload) else t, a, k) for t, a, k in r[2]]
+    return ("view", _encode_result(r[1]), replay, *r[3:])
+
+
+def _op(name):
+    ns, op, overload = name.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+def _decode_result(r):
+    if r[0] != "view":
+        return r
+    replay = [(_op(t) if isinstance(t, str) else t, a, k) for t, a, k in r[2]]
+    return ("view", _decode_result(r[1]), replay, *r[3:])
 
 
 def _same_layout(t: torch.Tensor, strides) -> bool:
