@@ -22,6 +22,9 @@ if torch._C._get_privateuse1_backend_name() != "ember":
     )
 
 from ._fallback import fallback_report, reset_fallback_stats, set_fallback_mode  # noqa: E402
+from . import eager_decompositions as _eager_decompositions  # noqa: E402
+
+_eager_decompositions.install()
 from . import _exit  # noqa: E402,F401
 from . import integrations as _integrations  # noqa: E402
 

@@ -3,6 +3,7 @@
 #include <ATen/ops/ones.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
@@ -217,6 +218,19 @@ PYBIND11_MODULE(_C, m) {
         return out;
     });
     m.def("_reset_fallback_records", [] { torch_glue::reset_fallback_records(); });
+    // Runs `aten::name.overload` through the visible CPU fallback (counted, warned, refused in
+    // error mode), for Python kernels that hand some inputs to the CPU as C++ kernels do.
+    m.def("_cpu_fallback", [](const std::string& name, const std::string& overload, py::args args,
+                              const py::kwargs& kwargs) {
+        auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+        torch::jit::Stack stack =
+            torch::jit::createStackForSchema(op.schema(), torch::jit::tuple_slice(std::move(args)), kwargs, std::nullopt);
+        {
+            py::gil_scoped_release release;
+            torch_glue::ember_cpu_fallback(op, &stack);
+        }
+        return torch::jit::createPyObjectForStack(std::move(stack));
+    });
     m.def("_get_fallback_mode", [] {
         switch (torch_glue::fallback_mode()) {
             case torch_glue::FallbackMode::kSilent: return "silent";

@@ -69,6 +69,11 @@ def _sdpa_bwd(grad_out, q, k, v, attn_bias, grad_input_mask, out, lse, cum_seq_q
     return grad_q, fold(grad_k, k), fold(grad_v, v), None
 
 
+# multilabel_margin_loss_forward's decomposition mixes up the batch and class dims of a 2-d
+# input (torch 2.13): its loss differs from the CPU kernel's, which is the definition.
+DISAGREEING = (aten.multilabel_margin_loss_forward.default, aten.multilabel_margin_loss_forward.output)
+
+
 @functools.cache
 def decomposition_table() -> dict:
     from torch._decomp import core_aten_decompositions
@@ -83,6 +88,14 @@ def decomposition_table() -> dict:
     # composite traces fine.
     for op in (aten.tensor_split.tensor_indices_or_sections,):
         table.pop(op, None)
+    # Decompositions that disagree with PyTorch's own CPU kernel (DISAGREEING) are dropped,
+    # both from this table and as the Python Autograd kernels torch._decomp installs for tracing,
+    # which would otherwise apply them to any traced graph (Inductor's included).
+    for op in DISAGREEING:
+        table.pop(op, None)
+        if torch._C.DispatchKey.Autograd in op.py_kernels:
+            del op.py_kernels[torch._C.DispatchKey.Autograd]
+            op._dispatch_cache.clear()
     table[aten._scaled_dot_product_fused_attention_overrideable.default] = _sdpa_fwd
     table[aten._scaled_dot_product_fused_attention_overrideable_backward.default] = _sdpa_bwd
     return table

@@ -3,6 +3,7 @@
 Eager (what the dispatcher has for PrivateUse1):
   native     an ember kernel registered for the op (csrc/torch/aten/register_<family>.cc)
   composite  PyTorch's CompositeExplicitAutograd kernel, which calls other ops (each native or not)
+  decomposed PyTorch's decomposition of the op, run by an ember kernel (eager_decompositions.py)
   fallback   nothing: the op runs on the CPU through the visible fallback
 Compiled (what a graph node with this op becomes):
   fused      a lowering to Ember IR (lowering.py, lowering_nn.py): generated loops or a library
@@ -12,10 +13,10 @@ Compiled (what a graph node with this op becomes):
              compiled pieces, on the same stream, in order
   none       neither: a strict compile fails naming the op and its line
 
-The design rule this table enforces: an op whose eager route is native or composite never
-fails a compile (its compile route is at worst "library"). The compiler asks `compile_route`
-when it meets an op it cannot lower, and the coverage docs are generated from `rows()`, so
-the two cannot disagree."""
+The design rule this table enforces: an op whose eager route is native, composite or
+decomposed never fails a compile (its compile route is at worst "library"). The compiler asks
+`compile_route` when it meets an op it cannot lower, and the coverage docs are generated from
+`rows()`, so the two cannot disagree."""
 import functools
 import os
 import re
@@ -70,7 +71,14 @@ def _eager_route_of(name: str) -> str:
 
 def eager_route(target) -> str:
     name = _qualified(target)
-    return _eager_route_of(name) if name else "fallback"
+    if not name:
+        return "fallback"
+    from .. import eager_decompositions
+
+    short = name.split("::")[-1]
+    if (short if "." in short else short + ".default") in eager_decompositions.registered:
+        return "decomposed"
+    return _eager_route_of(name)
 
 
 # Higher-order ops whose device-generic implementation runs on ember tensors (FlexAttention's
@@ -87,7 +95,7 @@ def runs_eagerly_on_ember(target) -> bool:
     """True when eager mode serves the op without sending it to the CPU fallback itself."""
     if isinstance(target, torch._ops.HigherOrderOperator):
         return target.name() in EAGER_HIGHER_ORDER
-    return eager_route(target) in ("native", "composite")
+    return eager_route(target) in ("native", "composite", "decomposed")
 
 
 def compile_route(target) -> str:
@@ -137,7 +145,9 @@ def rows() -> list:
 
     targets = {t for t in LOWERINGS if isinstance(t, torch._ops.OpOverload)}
     targets |= {t for t in decomposition_table() if isinstance(t, torch._ops.OpOverload)}
-    for name in _registration_files():
+    from .. import eager_decompositions
+
+    for name in [*_registration_files(), *eager_decompositions.registered]:
         op = _overload_of("aten::" + name)
         if op is not None:
             targets.add(op)

@@ -10,12 +10,14 @@ the table the compiler itself consults. One row per ATen overload that ember reg
 or decomposes.
 
 - **eager**: `native` (an ember kernel, registered in the named file), `composite` (PyTorch's
-  composite kernel, built from other ops), `fallback` (runs on the CPU, reported).
+  composite kernel, built from other ops), `decomposed` (PyTorch's decomposition of the op, run on
+  ember by `eager_decompositions.py`), `fallback` (runs on the CPU, reported).
 - **compiled**: `fused` (lowered to Ember IR: generated loops or a GEMM/attention call),
   `decompose` (rewritten into other ops before lowering), `library` (no lowering: the op's eager
   kernel runs as a step of the compiled graph), `none` (a strict compile refuses it).
 
-An op whose eager route is native or composite is never `none`: what runs in eager compiles.
+An op whose eager route is native, composite or decomposed is never `none`: what runs in eager
+compiles.
 """
 
 
@@ -23,7 +25,7 @@ def _markdown(rows) -> str:
     counts = collections.Counter((r[1], r[3]) for r in rows)
     out = [HEADER, "## Counts", "", "| eager \\\\ compiled | fused | decompose | library | none |",
            "|---|---|---|---|---|"]
-    for eager in ("native", "composite", "fallback"):
+    for eager in ("native", "composite", "decomposed", "fallback"):
         out.append(f"| {eager} | " + " | ".join(str(counts[(eager, c)]) for c in
                                                 ("fused", "decompose", "library", "none")) + " |")
     out += ["", "## Ops", "", "| op | eager | registered in | compiled |", "|---|---|---|---|"]

@@ -1,0 +1,174 @@
+"""Eager kernels from PyTorch's own decompositions.
+
+Many ops have no ember kernel but a decomposition in `torch._decomp` into ops that do: the
+activations hardswish, hardsigmoid, leaky_relu, mish, elu, glu, the shrinks and threshold;
+reflection and replication padding; the smooth-L1, Huber, BCE and margin losses; logaddexp,
+xlogy, logit, sinc and more. Compiled graphs already run these ops as their decompositions.
+This module does the same in eager mode. Each op below gets a PrivateUse1 kernel that calls
+its decomposition, and every piece of that is a native ember op. Before, eager mode copied
+the inputs to the CPU and the results back, and eager and compiled numerics could drift apart.
+
+A call that the decomposition does not serve the way the CPU kernel would goes through the
+ordinary visible CPU fallback (`_C._cpu_fallback`: counted, warned, refused under
+EMBER_FALLBACK=error), so results and errors stay exactly the CPU's. That means a complex
+tensor, a non-float first input (CPU kernels refuse or compute integers their own way), a
+tensor on another device, the op calling itself again, or a decomposition that declines the
+arguments (returns NotImplemented). A decomposition that disagrees with the CPU kernel is not
+listed (compile/decompositions.py DISAGREEING).
+
+Autograd is unaffected: these kernels sit below the Autograd key, so each op keeps its own
+derivative formula (whose backward ops are often in the list too). The kernels are registered
+at `import torch_ember` with a small stub each. `torch._decomp` is looked up only when an op
+first runs.
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+# Overloads that fall back in eager mode on ember and have a decomposition in torch._decomp.
+# Ops that only other backends call (cudnn_*, miopen_*, the CPU flash-attention entry) are
+# left out. `tests/python/test_eager_decompositions.py` checks each one against the CPU.
+OPS = (
+    "_prelu_kernel", "_prelu_kernel_backward",
+    "_log_softmax_backward_data.out", "_softmax_backward_data.out",
+    "all.all_out", "all.out", "aminmax", "aminmax.out",
+    "baddbmm.dtype", "baddbmm.dtype_out",
+    "binary_cross_entropy", "binary_cross_entropy.out", "binary_cross_entropy_backward",
+    "binary_cross_entropy_backward.grad_input",
+    "channel_shuffle", "count_nonzero.dim_IntList", "dot", "vdot",
+    "elu_", "elu_backward", "elu_backward.grad_input",
+    "frac", "frac.out", "frac_",
+    "glu", "glu.out", "glu_backward", "glu_backward.grad_input",
+    "hardshrink", "hardshrink.out",
+    "hardsigmoid", "hardsigmoid.out", "hardsigmoid_", "hardsigmoid_backward", "hardsigmoid_backward.grad_input",
+    "hardswish", "hardswish.out", "hardswish_", "hardswish_backward",
+    "heaviside", "heaviside.out", "heaviside_",
+    "huber_loss", "huber_loss.out", "huber_loss_backward.out",
+    "index_copy", "index_copy.out", "index_copy_", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
+    "leaky_relu_", "leaky_relu_backward", "leaky_relu_backward.grad_input",
+    "linalg_cross", "linalg_cross.out",
+    "log_sigmoid_backward.grad_input", "log_sigmoid_forward.output",
+    "logaddexp", "logaddexp.out", "logaddexp2", "logaddexp2.out",
+    "logit", "logit.out", "logit_", "logit_backward",
+    "max_unpool2d", "max_unpool2d.out", "max_unpool3d", "max_unpool3d.out",
+    "mish", "mish.out", "mish_",
+    "multi_margin_loss", "multi_margin_loss.out",
+    "nansum", "nansum.out",
+    "nll_loss2d_backward", "nll_loss2d_backward.grad_input", "nll_loss2d_forward", "nll_loss2d_forward.output",
+    "nll_loss_backward.grad_input", "nll_loss_forward.output",
+    "prod", "prod.dim_int",
+    "reflection_pad1d", "reflection_pad1d.out", "reflection_pad1d_backward", "reflection_pad1d_backward.grad_input",
+    "reflection_pad2d", "reflection_pad2d.out", "reflection_pad2d_backward", "reflection_pad2d_backward.grad_input",
+    "reflection_pad3d", "reflection_pad3d.out", "reflection_pad3d_backward", "reflection_pad3d_backward.grad_input",
+    "renorm", "renorm.out", "renorm_",
+    "replication_pad1d", "replication_pad1d.out", "replication_pad2d", "replication_pad2d.out",
+    "replication_pad3d", "replication_pad3d.out",
+    "rsub.Tensor",
+    "sinc", "sinc.out", "sinc_",
+    "smooth_l1_loss", "smooth_l1_loss.out", "smooth_l1_loss_backward.grad_input",
+    "softshrink", "softshrink.out",
+    "special_entr", "special_entr.out", "special_log_ndtr", "special_log_ndtr.out",
+    "special_xlog1py", "special_xlog1py.out",
+    "std.correction_out", "take", "take.out",
+    "threshold", "threshold.out", "threshold_",
+    "trace", "unfold_backward",
+    "xlogy.OutTensor", "xlogy.Tensor", "xlogy_.Tensor",
+    "elu", "elu.out", "leaky_relu", "leaky_relu.out", "silu_backward", "silu_backward.grad_input",
+    "adaptive_max_pool2d", "adaptive_max_pool2d.out", "adaptive_max_pool3d", "adaptive_max_pool3d.out",
+    "max_pool2d_with_indices.out", "max_pool2d_with_indices_backward.grad_input",
+    "max_pool3d_with_indices", "max_pool3d_with_indices.out",
+    "addmm.dtype", "addmm.dtype_out", "addbmm_",
+    "_addmm_activation", "_addmm_activation.out", "any.all_out", "any.out",
+    "copysign.Tensor", "copysign.out", "copysign_.Tensor", "cumprod", "cumprod.out", "cumprod_",
+    "fmax", "fmax.out", "fmin", "fmin.out",
+    "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar", "isin.Tensor_Scalar_out",
+    "isin.Tensor_Tensor", "isin.Tensor_Tensor_out",
+    "remainder.Scalar_Tensor", "round.decimals", "round.decimals_out", "round_.decimals",
+    "signbit", "signbit.out", "var.correction_out", "prod.int_out", "nan_to_num.out",
+    "upsample_bicubic2d", "upsample_bicubic2d.out",
+)
+
+# Ops whose first tensor argument may be an integer or bool tensor and still be served by the
+# decomposition exactly as the CPU does (indices, counts, masks).
+_ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "any.all_out", "any.out", "take",
+                        "take.out", "index_copy", "index_copy.out", "index_copy_", "index_fill_.int_Scalar",
+                        "index_fill_.int_Tensor", "channel_shuffle", "trace", "unfold_backward",
+                        "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar",
+                        "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
+                        "signbit.out"})
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_active = threading.local()
+_lib = None
+
+
+def _overload(qualified: str):
+    base, _, overload = qualified.partition(".")
+    return getattr(getattr(torch.ops.aten, base), overload or "default")
+
+
+def _tensors(x, out):
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _tensors(y, out)
+    return out
+
+
+def _decomposable(name: str, args, kwargs) -> bool:
+    tensors = _tensors(list(args) + list(kwargs.values()), [])
+    if not tensors or any(t.is_complex() or t.device.type != "ember" for t in tensors):
+        return False
+    return name in _ANY_DTYPE or tensors[0].dtype in _FLOATS
+
+
+def _kernel(name: str):
+    op = _overload(name)
+    base, _, overload = name.partition(".")
+    decomposition = None
+
+    def kernel(*args, **kwargs):
+        nonlocal decomposition
+        running = getattr(_active, "ops", None)
+        if running is None:
+            running = _active.ops = set()
+        if name in running or not _decomposable(name, args, kwargs):
+            from . import _C
+            return _C._cpu_fallback("aten::" + base, overload or "", *args, **kwargs)
+        if decomposition is None:
+            from torch._decomp import decomposition_table
+            decomposition = decomposition_table[op]
+        running.add(name)
+        try:
+            result = decomposition(*args, **kwargs)
+        finally:
+            running.discard(name)
+        if result is NotImplemented:  # the decomposition declines these arguments
+            from . import _C
+            return _C._cpu_fallback("aten::" + base, overload or "", *args, **kwargs)
+        return result
+
+    return kernel
+
+
+def install() -> None:
+    """Registers the PrivateUse1 kernels (once). An op that already has an ember kernel keeps it."""
+    global _lib
+    from . import _C
+
+    if _lib is not None or not hasattr(_C, "_cpu_fallback"):  # an extension built before this module
+        return
+    _lib = torch.library.Library("aten", "IMPL")
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    for name in OPS:
+        qualified = "aten::" + name
+        if not has(qualified, "PrivateUse1"):
+            _lib.impl(name, _kernel(name), "PrivateUse1")
+            registered.add(name if "." in name else name + ".default")
+
+
+# The overloads served here ("hardswish.default", "glu.out"), for the op table.
+registered: set = set()

@@ -1,0 +1,177 @@
+"""Ops without an ember kernel but with a decomposition in torch._decomp run on ember as that
+decomposition (eager_decompositions.py): activations, padding modes, losses and math functions
+match PyTorch CPU forward and backward with nothing falling back to the CPU; inputs the
+decomposition does not serve (integers, complex) take the visible CPU fallback and still match."""
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_ember
+from torch_ember import eager_decompositions
+
+G = torch.Generator().manual_seed(0)
+X = torch.randn(3, 4, 5, generator=G)
+P = torch.rand(3, 4, 5, generator=G) * 0.9 + 0.05  # probabilities
+T = torch.rand(3, 4, 5, generator=G)
+IMG = torch.randn(2, 3, 6, 5, generator=G)
+
+CASES = {
+    "hardswish": (lambda x: F.hardswish(x), [X]),
+    "hardsigmoid": (lambda x: F.hardsigmoid(x), [X]),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), [X]),
+    "leaky_relu_": (lambda x: F.leaky_relu(x.clone(), 0.2, inplace=True), [X]),
+    "mish": (lambda x: F.mish(x), [X]),
+    "elu": (lambda x: F.elu(x, 0.7), [X]),
+    "elu_": (lambda x: F.elu(x.clone(), 0.7, inplace=True), [X]),
+    "glu": (lambda x: F.glu(x, -2), [X]),
+    "hardshrink": (lambda x: F.hardshrink(x, 0.4), [X]),
+    "softshrink": (lambda x: F.softshrink(x, 0.4), [X]),
+    "threshold": (lambda x: F.threshold(x, 0.1, -2.0), [X]),
+    "prelu": (lambda x, w: F.prelu(x, w), [IMG, torch.tensor([0.1, 0.2, 0.3])]),
+    "reflection_pad1d": (lambda x: F.pad(x, (2, 1), mode="reflect"), [X]),
+    "reflection_pad2d": (lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"), [IMG]),
+    "reflection_pad3d": (lambda x: F.pad(x[None], (1, 1, 1, 2, 1, 0), mode="reflect"), [IMG]),
+    "replication_pad1d": (lambda x: F.pad(x, (2, 3), mode="replicate"), [X]),
+    "replication_pad2d": (lambda x: F.pad(x, (2, 1, 3, 0), mode="replicate"), [IMG]),
+    "replication_pad3d": (lambda x: F.pad(x[None], (1, 2, 0, 1, 2, 1), mode="replicate"), [IMG]),
+    "smooth_l1_loss": (lambda x, t: F.smooth_l1_loss(x, t, beta=0.5), [X, T]),
+    "huber_loss": (lambda x, t: F.huber_loss(x, t, delta=0.3), [X, T]),
+    "binary_cross_entropy": (lambda p, t: F.binary_cross_entropy(p, t), [P, T]),
+    "multi_margin_loss": (lambda x: F.multi_margin_loss(x[0], torch.tensor([1, 0, 3, 4], device=x.device)), [X]),
+    "nll_loss2d": (lambda x: F.cross_entropy(x, torch.tensor([[[0, 1, 2, 0, 1]] * 6] * 2, device=x.device)[:, :, :5]),
+                   [IMG]),
+    "logaddexp": (lambda a, b: torch.logaddexp(a, b), [X, T]),
+    "logaddexp2": (lambda a, b: torch.logaddexp2(a, b), [X, T]),
+    "xlogy": (lambda a, b: torch.xlogy(a, b), [X, P]),
+    "logit": (lambda p: torch.logit(p, eps=1e-3), [P]),
+    "sinc": (lambda x: torch.sinc(x), [X]),
+    "frac": (lambda x: torch.frac(x * 3), [X]),
+    "isin": (lambda x: x * torch.isin((x * 2).round(), torch.tensor([0.0, 1.0], device=x.device)), [X]),
+    "rsub": (lambda a, b: torch.rsub(a, b, alpha=2), [X, T]),
+    "trace": (lambda x: torch.trace(x[0]), [X]),
+    "dot": (lambda a, b: torch.dot(a.flatten(), b.flatten()), [X, T]),
+    "prod": (lambda x: x.prod(1) + x[0].prod(), [X]),
+    "nansum": (lambda x: torch.where(x > 1, float("nan"), x).nansum(1), [X]),
+    "renorm": (lambda x: torch.renorm(x, 2, 0, 1.0), [X]),
+    "linalg_cross": (lambda a, b: torch.linalg.cross(a[..., :3], b[..., :3]), [X, T]),
+    "unfold_backward": (lambda x: x.unfold(2, 2, 1).square().sum(-1), [X]),
+    "special_entr": (lambda p: torch.special.entr(p), [P]),
+    "special_xlog1py": (lambda a, b: torch.special.xlog1py(a, b), [X, P]),
+    "take": (lambda x: torch.take(x, torch.tensor([0, 7, 59, 7], device=x.device)), [X]),
+    "index_copy": (lambda x, t: x.index_copy(1, torch.tensor([2, 0], device=x.device), t[:, :2]), [X, T]),
+    "index_fill": (lambda x: x.clone().index_fill_(2, torch.tensor([1, 3], device=x.device), -1.5), [X]),
+    "channel_shuffle": (lambda x: F.channel_shuffle(x[:, :2].repeat(1, 3, 1, 1), 3), [IMG]),
+    "elu_module": (lambda x: torch.nn.ELU(0.5)(x) + torch.nn.SELU()(x) + torch.nn.CELU(0.8)(x), [X]),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (2, 3)), [IMG]),
+    "max_pool3d": (lambda x: F.max_pool3d(x[None], 2, stride=1), [IMG]),
+    "copysign": (lambda a, b: torch.copysign(a, b - 0.5), [X, T]),
+    "cumprod": (lambda x: torch.cumprod(x, 1), [X]),
+    "fmax_fmin": (lambda a, b: torch.fmax(a, torch.where(b > 0.5, float("nan"), b)) + torch.fmin(a, b), [X, T]),
+    "round_decimals": (lambda x: torch.round(x * 10, decimals=1), [X]),
+    "bicubic": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bicubic", align_corners=False), [IMG]),
+    "bicubic_align": (lambda x: F.interpolate(x, size=(9, 4), mode="bicubic", align_corners=True), [IMG]),
+    "max_unpool2d": (lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2, output_size=(6, 4)),
+                     [IMG[..., :4]]),
+}
+
+
+def run(fn, inputs, device, dtype):
+    xs = [t.to(dtype).to(device).requires_grad_() for t in inputs]
+    y = fn(*xs)
+    grads = []
+    if y.requires_grad:
+        g = torch.linspace(-1, 2, y.numel(), dtype=torch.float64).reshape(y.shape).to(dtype).to(device)
+        grads = torch.autograd.grad(y, xs, g, allow_unused=True)
+    return [y.detach().cpu()] + [None if g is None else g.cpu() for g in grads]
+
+
+# Ops these cases reach that have no decomposition of their own (mostly backward ops) and
+# so still take the CPU fallback; every other case runs with nothing on the CPU.
+ON_CPU = {
+    "replication_pad1d": {"aten::replication_pad1d_backward.grad_input"},
+    "replication_pad2d": {"aten::replication_pad2d_backward"},
+    "replication_pad3d": {"aten::replication_pad3d_backward"},
+    "softshrink": {"aten::softshrink_backward.grad_input"},
+    "hardshrink": {"aten::hardshrink_backward.grad_input"},
+    "multi_margin_loss": {"aten::multi_margin_loss_backward"},
+    "max_pool3d": {"aten::max_pool3d_with_indices_backward"},
+    "adaptive_max_pool2d": {"aten::adaptive_max_pool2d", "aten::adaptive_max_pool2d_backward.grad_input"},
+    "bicubic": {"aten::upsample_bicubic2d_backward.grad_input"},
+    "bicubic_align": {"aten::upsample_bicubic2d_backward.grad_input"},
+    "take": {"aten::put_"},
+    "prod": {"aten::prod.dim_int"},
+    "cumprod": {"aten::prod.dim_int"},
+    "logaddexp": {"aten::mul.Tensor"},
+    "copysign": {"aten::signbit"},
+    "fmax_fmin": {"aten::fmax", "aten::fmin"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matches_cpu(name, dtype):
+    fn, inputs = CASES[name]
+    expected = run(fn, inputs, "cpu", dtype)
+    torch_ember.reset_fallback_stats()
+    got = run(fn, inputs, "ember", dtype)
+    on_cpu = {r.op for r in torch_ember.fallback_report()}
+    assert on_cpu <= ON_CPU.get(name, set()), on_cpu
+    for a, b in zip(got, expected):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5 if dtype == torch.float32 else 1e-7,
+                                       atol=1e-6 if dtype == torch.float32 else 1e-9)
+
+
+@pytest.mark.parametrize("name", ["hardswish", "mish", "reflection_pad2d", "smooth_l1_loss", "glu"])
+def test_bfloat16(name, native_only):
+    fn, inputs = CASES[name]
+    for a, b in zip(run(fn, inputs, "ember", torch.bfloat16), run(fn, inputs, "cpu", torch.bfloat16)):
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+
+
+def test_inputs_the_decomposition_does_not_serve_take_the_cpu_fallback():
+    torch_ember.reset_fallback_stats()
+    i = torch.tensor([[3, -1, 7]])
+    torch.testing.assert_close(torch.frac(i.to("ember").double()).cpu(), torch.frac(i.double()))
+    for f in (lambda t: F.pad(t, (1, 1), mode="reflect"), lambda t: torch.trace(t.reshape(1, 3)),
+              lambda t: F.hardshrink(t)):
+        try:
+            expected = f(i)
+        except Exception as e:  # the CPU refuses integers: ember must refuse them the same way
+            with pytest.raises(type(e)):
+                f(i.to("ember"))
+            continue
+        torch.testing.assert_close(f(i.to("ember")).cpu(), expected)
+    ops = {r.op for r in torch_ember.fallback_report()}
+    assert ops & {"aten::reflection_pad1d", "aten::hardshrink", "aten::hardshrink.out"}, ops
+
+
+def test_every_listed_op_is_registered_and_in_the_op_table():
+    from torch_ember.compile import op_table
+
+    assert eager_decompositions.registered
+    routes = {r[0]: r[1] for r in op_table.rows()}
+    for name in eager_decompositions.registered:
+        assert routes.get("aten." + name) == "decomposed", name
+
+
+def test_error_mode_refuses_the_cpu_path_for_them_too():
+    torch_ember.set_fallback_mode("error")
+    try:
+        with pytest.raises(RuntimeError, match="hardshrink"):
+            F.hardshrink(torch.tensor([1, 2], device="ember"))
+    finally:
+        torch_ember.set_fallback_mode("warn")
+
+
+def test_a_decomposition_that_disagrees_with_the_cpu_is_not_used():
+    # PyTorch 2.13's multilabel_margin_loss decomposition also counts target entries after the
+    # first -1. Eager mode keeps the CPU kernel, and a strict compile refuses the op rather than
+    # give the decomposition's value.
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    t = torch.tensor([[1, 0, -1, 2, 3], [3, -1, 0, 0, 0], [0, 1, 2, 3, -1], [4, 2, -1, 0, 0]])
+    expected = F.multilabel_margin_loss(x, t)
+    torch.testing.assert_close(F.multilabel_margin_loss(x.to("ember"), t.to("ember")).cpu(), expected)
+    f = torch.compile(F.multilabel_margin_loss, backend="ember", options={"fallback": "eager"})
+    torch.testing.assert_close(f(x.to("ember"), t.to("ember")).cpu(), expected)
