@@ -383,3 +383,16 @@ def test_clamp_by_tensors_matches_cpu_nan_propagating(native_only):
                                torch.clamp(i, torch.tensor([2, 2, 2]), torch.tensor([4.5, 4.5, 4.5])))
     with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
         torch.clamp(x.to("ember"), None, None)
+
+
+def test_bool_mul_and_isfinite_run_natively(native_only):
+    a = torch.tensor([[True, False, True, False]])
+    b = torch.tensor([[True], [False]])
+    torch.testing.assert_close((a.to("ember") * b.to("ember")).cpu(), a * b)
+    e = a.to("ember").clone()
+    e.mul_(torch.tensor([True, True, False, False], device="ember"))
+    torch.testing.assert_close(e.cpu(), a * torch.tensor([True, True, False, False]))
+    x = torch.tensor([1.0, float("inf"), -float("inf"), float("nan"), -0.0])
+    torch.testing.assert_close(torch.isfinite(x.to("ember")).cpu(), torch.isfinite(x))
+    # a bool times a float promotes as on the CPU
+    torch.testing.assert_close((a.to("ember") * torch.tensor(2.5, device="ember")).cpu(), a * torch.tensor(2.5))

@@ -68,29 +68,30 @@ EMBER_ALPHA_OP(sub, BinaryOp::kSub)
 // ---- mul, div, maximum, minimum -------------------------------------------------------------
 // `make` is the TensorIterator builder: binary_op, or binary_float_op where integers promote.
 
-#define EMBER_BINARY_OP(name, kOp, make, integers)                                                  \
+#define EMBER_BINARY_OP(name, kOp, make, integers, bools)                                                  \
     at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                     \
         at::Tensor out;                                                                             \
         auto iter = TensorIterator::make(out, self, other);                                         \
-        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, Tensor)>(self, other);      \
+        if (!native_compute(iter, integers, bools)) return cpu<ATEN_OP2(name, Tensor)>(self, other);      \
         queue_binary(kOp, iter);                                                                    \
         return iter.output();                                                                       \
     }                                                                                               \
     at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other) {                         \
         auto iter = TensorIterator::make(self, self, other);                                        \
-        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other);   \
+        if (!native_compute(iter, integers, bools)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other);   \
         queue_binary(kOp, iter);                                                                    \
         return self;                                                                                \
     }                                                                                               \
     at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {      \
         auto iter = TensorIterator::make(out, self, other);                                         \
-        if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, other, out);    \
+        if (!native_compute(iter, integers, bools)) return cpu<ATEN_OP2(name, out)>(self, other, out);    \
         queue_binary(kOp, iter);                                                                    \
         return out;                                                                                 \
     }
 
-EMBER_BINARY_OP(mul, BinaryOp::kMul, binary_op, true)
-EMBER_BINARY_OP(div, BinaryOp::kDiv, binary_float_op, false)
+// bool * bool is logical and: 0/1 products, stored back as bools.
+EMBER_BINARY_OP(mul, BinaryOp::kMul, binary_op, true, true)
+EMBER_BINARY_OP(div, BinaryOp::kDiv, binary_float_op, false, false)
 #undef EMBER_BINARY_OP
 
 // ---- complex multiply and polar, composed from real kernels on the (re, im) views ------------
