@@ -125,6 +125,30 @@ def _decomposable(name: str, args, kwargs) -> bool:
     return name in _ANY_DTYPE or tensors[0].dtype in _FLOATS
 
 
+def _wrapped_scalars(op, args, kwargs):
+    """The arguments with Python numbers where the schema has a Tensor turned back into 0-dim
+    tensors: the dispatcher hands a Python kernel a wrapped scalar (xlog1py(x, 1.5)) as a
+    number, and the boxed fallback wants the schema's types. A 0-dim tensor takes part in type
+    promotion as the wrapped number did."""
+    schema = op._schema.arguments
+    out = list(args)
+    for i, a in enumerate(schema[:len(out)]):
+        if isinstance(out[i], (bool, int, float)) and str(a.type) == "Tensor":
+            out[i] = torch.tensor(out[i])
+    kw = dict(kwargs)
+    for a in schema:
+        if a.name in kw and isinstance(kw[a.name], (bool, int, float)) and str(a.type) == "Tensor":
+            kw[a.name] = torch.tensor(kw[a.name])
+    return out, kw
+
+
+def _cpu(op, base: str, overload: str, args, kwargs):
+    from . import _C
+
+    args, kwargs = _wrapped_scalars(op, args, kwargs)
+    return _C._cpu_fallback("aten::" + base, overload, *args, **kwargs)
+
+
 def _kernel(name: str):
     op = _overload(name)
     base, _, overload = name.partition(".")
@@ -136,8 +160,7 @@ def _kernel(name: str):
         if running is None:
             running = _active.ops = set()
         if name in running or not _decomposable(name, args, kwargs):
-            from . import _C
-            return _C._cpu_fallback("aten::" + base, overload or "", *args, **kwargs)
+            return _cpu(op, base, overload, args, kwargs)
         if decomposition is None:
             from torch._decomp import decomposition_table
             decomposition = decomposition_table[op]
@@ -147,8 +170,7 @@ def _kernel(name: str):
         finally:
             running.discard(name)
         if result is NotImplemented:  # the decomposition declines these arguments
-            from . import _C
-            return _C._cpu_fallback("aten::" + base, overload or "", *args, **kwargs)
+            return _cpu(op, base, overload, args, kwargs)
         return result
 
     return kernel

@@ -204,22 +204,22 @@ def test_report_counts_calls_and_bytes():
     a = _e(torch.randn(1000))
     b = _e(torch.randn(1000))
     for _ in range(3):
-        torch.special.xlog1py(a, b)
+        torch.nextafter(a, b)
     torch.special.zeta(a, b)
     report = torch_ember.fallback_report()
     d = report.to_dict()
-    rec = d["aten::special_xlog1py.out"]
+    rec = d["aten::nextafter.out"]
     assert rec["calls"] == 3
     assert rec["bytes_to_host"] >= 3 * 8000
     assert rec["bytes_to_device"] >= 3 * 4000
     assert rec["seconds"] >= 0
     assert d["aten::special_zeta.out"]["calls"] == 1
-    assert report[0].op == "aten::special_xlog1py.out" and report[0].calls == 3  # most-called first
+    assert report[0].op == "aten::nextafter.out" and report[0].calls == 3  # most-called first
     assert report.total_calls == sum(r.calls for r in report) == 4
     assert report.bytes_to_host == sum(r.bytes_to_host for r in report)
     assert report.bytes_to_device == sum(r.bytes_to_device for r in report)
     text = str(report)
-    assert "aten::special_xlog1py.out" in text and "aten::special_zeta.out" in text
+    assert "aten::nextafter.out" in text and "aten::special_zeta.out" in text
     assert "4 calls" in text
     assert repr(report) == text
 
@@ -323,7 +323,11 @@ def test_ops_match_cpu(name, layout):
 def test_dtypes_and_promotion(dtype):
     a = (torch.arange(12).reshape(3, 4) % 5).to(dtype)
     b = (torch.arange(12).reshape(3, 4) % 3).to(dtype)
-    # Ops with no ember kernel, so the results are CPU's own, bit for bit.
+    # Ops with no ember kernel of their own. Integer and bool inputs take the CPU fallback, so
+    # the results are the CPU's bit for bit; floating inputs of most of them run as PyTorch's
+    # decompositions (eager_decompositions.py), equal up to rounding.
+    tol = EXACT if not dtype.is_floating_point else dict(rtol=1e-2, atol=1e-2) if dtype in (
+        torch.float16, torch.bfloat16) else {}
     cases = [
         lambda a, b: torch.heaviside(a, b),  # dtype kept
         lambda a, b: torch.fmod(a, 3),  # an int scalar keeps the dtype (bool promotes to int64)
@@ -340,21 +344,21 @@ def test_dtypes_and_promotion(dtype):
         expected = fn(a, b)
         got = fn(_e(a), _e(b))
         assert got.dtype == expected.dtype
-        torch.testing.assert_close(got.cpu(), expected, **EXACT)
+        torch.testing.assert_close(got.cpu(), expected, equal_nan=True, **tol)
 
 
 def test_result_of_mixed_cpu_scalar_tensor():
     a = _e(torch.arange(4.0))
     # A CPU 0-dim tensor is allowed with device tensors.
-    got = torch.special.xlog1py(a, torch.tensor(2.0))
-    expected = torch.special.xlog1py(torch.arange(4.0), torch.tensor(2.0))
+    got = torch.nextafter(a, torch.tensor(2.0))
+    expected = torch.nextafter(torch.arange(4.0), torch.tensor(2.0))
     torch.testing.assert_close(got.cpu(), expected, **EXACT)
     assert got.device.type == "ember"
 
 
 def test_mixing_cpu_and_ember_tensors_fails():
     with pytest.raises(RuntimeError, match="[Ee]xpected all tensors to be on the same device"):
-        torch.special.xlog1py(_e(torch.ones(3)), torch.ones(3), out=_e(torch.empty(3)))
+        torch.nextafter(_e(torch.ones(3)), torch.ones(3), out=_e(torch.empty(3)))
 
 
 @pytest.mark.parametrize("name, fn", [
@@ -417,10 +421,10 @@ def test_out_variant(out_shape):
     out = torch.empty(out_shape, device="ember")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
-        r = torch.special.xlog1py(_e(a), _e(b), out=out)
+        r = torch.nextafter(_e(a), _e(b), out=out)
     assert r is out
     assert out.shape == (4,)
-    torch.testing.assert_close(out.cpu(), torch.special.xlog1py(a, b), **EXACT)
+    torch.testing.assert_close(out.cpu(), torch.nextafter(a, b), **EXACT)
 
 
 def test_out_variant_wrong_numel_is_resized():
@@ -506,10 +510,9 @@ def test_fallback_result_visible_to_later_native_work():
 
 def test_fallback_on_second_device():
     a = _e(torch.arange(5.0)).to("ember:1")
-    b = torch.special.xlog1py(a, a)
+    b = torch.nextafter(a, a + 1)
     assert b.device == torch.device("ember:1")
-    torch.testing.assert_close(b.cpu(), torch.special.xlog1py(torch.arange(5.0), torch.arange(5.0)),
-                               **EXACT)
+    torch.testing.assert_close(b.cpu(), torch.nextafter(torch.arange(5.0), torch.arange(5.0) + 1), **EXACT)
     with torch.ember.device(1):
         c = torch.arange(3.0, device="ember")
     assert c.device == torch.device("ember:1")
@@ -517,9 +520,13 @@ def test_fallback_on_second_device():
 
 def test_fallback_errors_surface_like_cpu():
     with pytest.raises(RuntimeError, match="size of tensor a \\(3\\) must match"):
-        torch.special.xlog1py(_e(torch.ones(3)), _e(torch.ones(4)), out=_e(torch.empty(3)))
-    with pytest.raises(IndexError, match="out of bounds|out of range"):
+        torch.nextafter(_e(torch.ones(3)), _e(torch.ones(4)), out=_e(torch.empty(3)))
+    # take now runs as its decomposition (index_select on the device): like CUDA, an index out
+    # of range is a device error, raised by the next synchronizing call.
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds|out of range"):
         torch.take(_e(torch.ones(3)), torch.tensor([5], device="ember"))
+        torch.ember.synchronize()
+    torch.ember.synchronize()
 
 
 def test_factory_ops_fall_back_onto_ember():
