@@ -108,3 +108,13 @@ def test_reductions_inside_training_are_native():
     ref = w.detach().cpu().requires_grad_()
     ((ref * ref).mean() + ref.sum(0).amax() + torch.linalg.vector_norm(ref)).backward()
     torch.testing.assert_close(w.grad.cpu(), ref.grad)
+
+
+def test_sums_over_nothing_run_natively(native_only):
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool):
+        for shape, dim in (((0, 4), 0), ((3, 0), 1), ((0,), None), ((2, 0, 3), (0, 1))):
+            x = torch.zeros(shape, dtype=dtype)
+            f = (lambda t: t.sum()) if dim is None else (lambda t: t.sum(dim, keepdim=True))
+            got, want = f(x.to("ember")), f(x)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            torch.testing.assert_close(got.cpu(), want)

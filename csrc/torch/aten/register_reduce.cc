@@ -96,17 +96,19 @@ c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType>
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
     Plan p = make_plan(self, dim, keepdim);
-    if (!reducible(self) || out.scalar_type() != sum_dtype(self, dtype)) {
+    const bool empty = self.numel() == 0 && !self.is_complex() && plain_dtype(out.scalar_type());
+    if ((!reducible(self) && !empty) || out.scalar_type() != sum_dtype(self, dtype)) {
         return cpu<ATEN_OP2(sum, IntList_out)>(self, dim, keepdim, dtype, out);
     }
     resize_out(out, p.out_shape);
+    if (empty) return out.zero_();  // a sum over nothing is 0, as on CPU
     queue_reduce(ReduceOp::kSum, self, p, out);
     return out;
 }
 
 at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<c10::ScalarType> dtype) {
-    if (!reducible(self)) return cpu<ATEN_OP2(sum, dim_IntList)>(self, dim, keepdim, dtype);
+    if (self.is_complex()) return cpu<ATEN_OP2(sum, dim_IntList)>(self, dim, keepdim, dtype);
     at::Tensor out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
     return sum_out(self, dim, keepdim, dtype, out);
 }
