@@ -41,7 +41,7 @@ def test_scatter_errors():
         to_e(x).scatter(0, to_e(torch.tensor([0])), to_e(torch.ones(1, 4)))
     with pytest.raises(RuntimeError, match="int32/int64"):
         to_e(x).scatter(0, to_e(torch.zeros(1, 4)), to_e(torch.ones(1, 4)))
-    # scatter_reduce "mean" takes the CPU path, with the same answer.
+    # scatter_reduce "mean" without self, positions that receive nothing included.
     same_outcome(lambda a, i, s: a.scatter_reduce(0, i, s, "mean", include_self=False), x,
                  torch.tensor([[0, 1, 2, 0]]), torch.ones(1, 4))
 
@@ -119,3 +119,15 @@ def test_large_nonzero_is_ordered(native_only):
     x = torch.rand(1 << 20, generator=torch.Generator().manual_seed(0)) > 0.7
     same_outcome(lambda a: a.nonzero(), x)
     same_outcome(lambda a: a.view(1024, 1024).nonzero(), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin", "mean"])
+def test_scatter_reduce_modes(dtype, include_self, reduce):
+    x, src = sample((4, 5, 3), dtype), sample((4, 5, 3), dtype, 2)
+    idx = index((3, 4, 2), x.shape[1])  # some positions receive several values, some none
+    torch_ember.reset_fallback_stats()
+    same_outcome(lambda a, i, s: a.scatter_reduce(1, i, s, reduce, include_self=include_self), x, idx, src)
+    on_cpu = dtype == torch.int64 and (reduce == "mean" or (reduce in ("amax", "amin") and not include_self))
+    assert bool(torch_ember.fallback_report()) == on_cpu, str(torch_ember.fallback_report())

@@ -5,6 +5,8 @@
 //
 // nonzero and masked_select have data-dependent sizes: they count on the device, then wait for
 // that count as CUDA does, which makes them synchronizing calls.
+#include <limits>
+
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -92,12 +94,31 @@ at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tenso
     return scatter_impl(self, dim, index, src, ScatterReduce::kSum, out);
 }
 
+// include_self=false: the positions that receive values start from the reduction's identity, so
+// the self values there take no part (CPU's rule). "mean" divides the received sum (plus self when
+// included) by the number of values; positions that receive none keep self. Integer means and
+// integer or bool extremes without self take the CPU path.
 at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                                    c10::string_view reduce, bool include_self, at::Tensor& out) {
     auto r = reduce_of(reduce, true);
-    if (!r || !include_self || !native_scatter(self, index, &src, out))
+    const bool mean = reduce == "mean", floating = at::isFloatingType(self.scalar_type());
+    const bool extreme = r && (*r == ScatterReduce::kAmax || *r == ScatterReduce::kAmin);
+    if ((!r && !mean) || ((mean || (extreme && !include_self)) && !floating) || !native_scatter(self, index, &src, out))
         return cpu<ATEN_OP2(scatter_reduce, two_out)>(self, dim, index, src, reduce, include_self, out);
-    return scatter_impl(self, dim, index, src, *r, out);
+    if (mean) {
+        at::Tensor sum = (include_self ? self.clone() : at::zeros_like(self)).scatter_add_(dim, index, src);
+        at::Tensor count = (include_self ? at::ones_like(self) : at::zeros_like(self))
+                               .scatter_add_(dim, index, at::ones_like(src));
+        at::Tensor result = at::where(count.gt(0), sum.div(count.clamp_min(1)), self);
+        resize_out(out, self.sizes(), {&index, &src});
+        return out.copy_(result);
+    }
+    if (include_self) return scatter_impl(self, dim, index, src, *r, out);
+    const double inf = std::numeric_limits<double>::infinity();
+    const c10::Scalar identity = *r == ScatterReduce::kSum ? c10::Scalar(0)
+                                 : *r == ScatterReduce::kProd ? c10::Scalar(1)
+                                 : *r == ScatterReduce::kAmax ? c10::Scalar(-inf) : c10::Scalar(inf);
+    return scatter_impl(self.scatter(dim, index, identity), dim, index, src, *r, out);
 }
 
 // ---- counting: nonzero and masked_select ----------------------------------------------------
