@@ -88,6 +88,13 @@ OPS = (
     "remainder.Scalar_Tensor", "round.decimals", "round.decimals_out", "round_.decimals",
     "signbit", "signbit.out", "var.correction_out", "prod.int_out", "nan_to_num.out",
     "upsample_bicubic2d", "upsample_bicubic2d.out",
+    "bucketize.Tensor", "bucketize.Tensor_out",
+    # Ember's own decompositions (OWN, below): backward ops torch._decomp has none for.
+    "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
+    "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
+    "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
+    "softshrink_backward", "softshrink_backward.grad_input",
+    "hardshrink_backward", "hardshrink_backward.grad_input",
 )
 
 # Ops whose first tensor argument may be an integer or bool tensor and still be served by the
@@ -100,6 +107,46 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "signbit.out"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+# --- Ember's own decompositions, for ops torch._decomp leaves out ---------------------------------
+
+def _replication_pad_backward(grad, self, padding):
+    """The adjoint of edge padding: each padded position's gradient goes back to the edge cell it
+    copied, dim by dim from the last (padding lists (left, right) pairs from the last dim)."""
+    if any(p < 0 for p in padding):
+        return NotImplemented  # cropping: the CPU kernel's rules
+    g = grad
+    for k in range(len(padding) // 2):
+        dim = self.dim() - 1 - k
+        left, size = padding[2 * k], self.shape[dim]
+        src = torch.arange(g.shape[dim], device=g.device) - left
+        shape = list(g.shape)
+        shape[dim] = size
+        g = g.new_zeros(shape).index_add(dim, src.clamp(0, size - 1), g)  # functional: compiled graphs use it too
+    return g
+
+
+def _shrink_backward(grad, self, lambd):
+    return torch.where(self.abs() > lambd, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
+
+
+def _with_out(fn):
+    def run(*args, grad_input):
+        r = fn(*args)
+        if r is NotImplemented:
+            return r
+        grad_input.resize_(r.shape)
+        return grad_input.copy_(r)
+    return run
+
+
+OWN = {
+    **{f"replication_pad{n}d_backward": _replication_pad_backward for n in (1, 2, 3)},
+    **{f"replication_pad{n}d_backward.grad_input": _with_out(_replication_pad_backward) for n in (1, 2, 3)},
+    "softshrink_backward": _shrink_backward, "softshrink_backward.grad_input": _with_out(_shrink_backward),
+    "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
+}
 _active = threading.local()
 _lib = None
 
@@ -163,7 +210,7 @@ def _kernel(name: str):
             return _cpu(op, base, overload, args, kwargs)
         if decomposition is None:
             from torch._decomp import decomposition_table
-            decomposition = decomposition_table[op]
+            decomposition = OWN.get(name) or decomposition_table[op]
         running.add(name)
         try:
             result = decomposition(*args, **kwargs)

@@ -96,6 +96,12 @@ def decomposition_table() -> dict:
         if torch._C.DispatchKey.Autograd in op.py_kernels:
             del op.py_kernels[torch._C.DispatchKey.Autograd]
             op._dispatch_cache.clear()
+    # Backward ops torch._decomp has no decomposition for, decomposed as eager mode runs them.
+    from ..eager_decompositions import OWN
+
+    for name, fn in OWN.items():
+        base, _, overload = name.partition(".")
+        table.setdefault(getattr(getattr(aten, base), overload or "default"), fn)
     table[aten._scaled_dot_product_fused_attention_overrideable.default] = _sdpa_fwd
     table[aten._scaled_dot_product_fused_attention_overrideable_backward.default] = _sdpa_bwd
     return table
