@@ -4,6 +4,8 @@
 // backward in training and empty in evaluation. bfloat16/float16 inputs compute in float (with
 // float parameters too: autocast's mixed form); other mixes take the CPU fallback. Also the
 // functional batch-norm forms the compiler and torch.export emit, and GroupNorm's backward.
+#include <utility>
+
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
@@ -51,6 +53,31 @@ std::vector<int64_t> reduce_dims(const at::Tensor& x) {
     return dims;
 }
 
+// Per-channel sums and statistics over every dim but 1. A contiguous NC... tensor is reduced
+// over its contiguous spatial run first ([N, C, HW] -> [N, C]) and then over N, which the
+// reduction kernels do far faster than one strided pass over (0, 2, 3); the variance combines the
+// [N, C] groups exactly (equal counts: var = mean(var_nc) + mean((mean_nc - mean)^2)).
+bool spatial_contiguous(const at::Tensor& t) { return t.dim() >= 3 && t.is_contiguous(); }
+
+at::Tensor channel_sum(const at::Tensor& t) {
+    if (spatial_contiguous(t)) return t.view({t.size(0), t.size(1), -1}).sum(-1).sum(0);
+    return t.sum(reduce_dims(t));
+}
+
+std::pair<at::Tensor, at::Tensor> channel_mean_var(const at::Tensor& t) {
+    if (spatial_contiguous(t)) {
+        at::Tensor v = t.view({t.size(0), t.size(1), -1});
+        // Two passes of plain means (the squared deviations from the group mean) run several
+        // times faster than the Welford variance kernel, with the same accuracy.
+        at::Tensor mean_nc = v.mean(-1);
+        at::Tensor var_nc = (v - mean_nc.unsqueeze(-1)).square().mean(-1);
+        at::Tensor mean = mean_nc.mean(0);
+        return {mean, var_nc.mean(0) + (mean_nc - mean).square().mean(0)};
+    }
+    auto dims = reduce_dims(t);
+    return {t.mean(dims), t.var(dims, /*correction=*/0)};
+}
+
 // A per-channel [C] tensor shaped to broadcast against x: [1, C, 1, ...].
 at::Tensor per_channel(const at::Tensor& t, const at::Tensor& x) {
     std::vector<int64_t> shape(x.dim(), 1);
@@ -70,11 +97,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(
     at::Tensor xc = x.to(*acc);
     at::Tensor mean, invstd;
     if (training) {
-        auto dims = reduce_dims(x);
         int64_t n = x.numel() / x.size(1);
         TORCH_CHECK(n > 1, "Expected more than 1 value per channel when training, got input size ", x.sizes());
-        mean = xc.mean(dims);
-        at::Tensor var = xc.var(dims, /*correction=*/0);
+        auto [m, var] = channel_mean_var(xc);
+        mean = m;
         invstd = (var + eps).rsqrt();
         at::NoGradGuard no_grad;
         if (running_mean && running_mean->defined()) running_mean->mul_(1 - momentum).add_(mean, momentum);
@@ -85,10 +111,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(
         mean = running_mean->to(*acc);
         invstd = (running_var->to(*acc) + eps).rsqrt();
     }
-    at::Tensor out = (xc - per_channel(mean, x)) * per_channel(invstd, x);
-    if (weight && weight->defined()) out.mul_(per_channel(weight->to(*acc), x));
-    if (bias && bias->defined()) out.add_(per_channel(bias->to(*acc), x));
-    out = out.to(x.scalar_type());
+    // out = x * scale + shift per channel, with scale = invstd * w and shift = b - mean * scale
+    // (the CPU kernel's own linear form): one pass over x instead of four.
+    at::Tensor scale = weight && weight->defined() ? invstd * weight->to(*acc) : invstd;
+    at::Tensor shift = -(mean * scale);
+    if (bias && bias->defined()) shift = shift + bias->to(*acc);
+    at::Tensor out = at::addcmul(per_channel(shift, x), xc, per_channel(scale, x)).to(x.scalar_type());
     if (!training) {
         at::Tensor empty = at::empty({0}, x.options().dtype(ptype));
         return {out, empty, empty};
@@ -110,22 +138,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
                                                         save_invstd, train, eps, mask);
     }
     const at::ScalarType ptype = bn_param_type(x, {&weight, &running_mean, &running_var});
-    auto dims = reduce_dims(x);
     at::Tensor g = grad.to(*acc), xc = x.to(*acc);
     at::Tensor mean = train ? save_mean->to(*acc) : running_mean->to(*acc);
     at::Tensor invstd = train ? save_invstd->to(*acc) : (running_var->to(*acc) + eps).rsqrt();
-    at::Tensor xhat = (xc - per_channel(mean, x)) * per_channel(invstd, x);
-    at::Tensor grad_bias = g.sum(dims);
-    at::Tensor grad_weight = (g * xhat).sum(dims);
+    // Per channel, with xmu = x - mean, a = invstd * w and n values:
+    //   grad_bias = sum(g), grad_weight = sum(g * xmu) * invstd,
+    //   grad_input = a * g - a * sum(g) / n - a * invstd^2 * sum(g * xmu) / n * xmu   (training)
+    // as two fused multiply-adds over the tensor instead of the textbook form's five passes.
+    at::Tensor xmu = xc - per_channel(mean, x);
+    at::Tensor grad_bias = channel_sum(g);
+    at::Tensor dotp = channel_sum(g * xmu);
+    at::Tensor grad_weight = dotp * invstd;
     at::Tensor grad_input;
     if (mask[0]) {
-        at::Tensor scale = per_channel(invstd, x);
-        if (weight && weight->defined()) scale = scale * per_channel(weight->to(*acc), x);
+        at::Tensor a = weight && weight->defined() ? invstd * weight->to(*acc) : invstd;
         if (train) {
-            double n = static_cast<double>(x.numel() / x.size(1));
-            grad_input = (g - per_channel(grad_bias, x) / n - xhat * per_channel(grad_weight, x) / n) * scale;
+            const double n = static_cast<double>(x.numel() / x.size(1));
+            at::Tensor b = -(a * invstd * invstd * dotp) / n;
+            at::Tensor c = -(a * grad_bias) / n;
+            grad_input = at::addcmul(at::addcmul(per_channel(c, x), g, per_channel(a, x)), xmu, per_channel(b, x));
         } else {
-            grad_input = g * scale;
+            grad_input = g * per_channel(a, x);
         }
         grad_input = grad_input.to(x.scalar_type());
     }
