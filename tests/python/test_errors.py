@@ -324,6 +324,16 @@ def test_storage_dtypes_work_or_fail_exactly_as_on_cpu(dtype):
             (e + e).cpu()
     else:
         assert torch.equal((e + e).cpu().view(width), expected.view(width))
+    # Conversions into the dtype, contiguous or into a strided destination (x.t().to(dtype)
+    # keeps the transposed strides), give the CPU's bits.
+    f = torch.randn(4, 6) * 4
+    for x in (f, f.t(), f[:, ::2]):
+        assert torch.equal(x.to("ember").to(dtype).cpu().view(width), x.to(dtype).view(width))
+        # and strided tensors of the dtype itself, both ways
+        xs = x.to(dtype)
+        back = xs.to("ember").cpu()
+        assert back.shape == xs.shape and torch.equal(back.view(width), xs.view(width))
+        assert torch.equal(xs.to("ember").t().cpu().view(width), xs.t().view(width))
     _device_works()
 
 

@@ -165,8 +165,9 @@ at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool
             const auto width = self.element_size() == 1 ? at::kByte : self.element_size() == 2 ? at::kShort
                                : self.element_size() == 4 ? at::kInt : at::kLong;
             wrapper_copy_from(self.view(width), dst.view(width), non_blocking);
-        } else {  // a conversion: on the host, where PyTorch defines it
-            dst.copy_(self.to(c10::kCPU), non_blocking);
+        } else {  // a conversion: on the host, where PyTorch defines it, then the same bits in place
+            at::Tensor converted = self.to(c10::kCPU).to(dst.scalar_type()).contiguous().to(dst.device());
+            wrapper_copy_from(converted, dst, non_blocking);
         }
     } else if (is_ember(self) && is_ember(dst)) {
         bool same_device = self.device() == dst.device();
@@ -180,9 +181,23 @@ at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool
         }
     } else if (is_ember(dst)) {
         TORCH_CHECK(self.device().is_cpu(), "ember: cannot copy from ", self.device(), " to ", dst.device());
+        const bool stored = storage_only_dtype(dst.scalar_type()) || storage_only_dtype(self.scalar_type());
+        if (stored && (self.scalar_type() != dst.scalar_type() || !self.is_contiguous() || !dst.is_contiguous())) {
+            // Storage dtypes move as contiguous bytes; the layout is then arranged on the device
+            // with the same-bits copy above, and a conversion is the CPU's.
+            at::Tensor host = self.to(dst.scalar_type()).contiguous();
+            at::Tensor staged = at::empty(dst.sizes(), dst.options().memory_format(at::MemoryFormat::Contiguous));
+            copy_host_to_device(staged, host, /*non_blocking=*/false);
+            return wrapper_copy_from(staged, dst, non_blocking);
+        }
         copy_host_to_device(dst, self, non_blocking);
     } else {
         TORCH_CHECK(dst.device().is_cpu(), "ember: cannot copy from ", self.device(), " to ", dst.device());
+        if (storage_only_dtype(self.scalar_type()) && !self.is_contiguous()) {
+            at::Tensor packed = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+            wrapper_copy_from(self, packed, false);  // the same bits, made contiguous on the device
+            return wrapper_copy_from(packed, dst, non_blocking);
+        }
         copy_device_to_host(dst, self, non_blocking);
     }
     return dst;
