@@ -28,3 +28,12 @@ def test_small_sweep_passes_eager_and_compiled(tmp_path):
     on_disk = json.loads((tmp_path / "models.json").read_text())
     assert [r["model"] for r in on_disk["records"]] == [r["model"] for r in data["records"]]
     assert "| llama |" in (tmp_path / "models.md").read_text()
+
+
+def test_failure_messages_name_no_machine_paths():
+    from torch_ember.sweep import model_check
+    from torch_ember.sweep.results import portable
+
+    e = RuntimeError("op 'aten.x' at /home/u/proj/.venv/lib/python3.11/site-packages/transformers/m.py:3")
+    assert model_check._first_line(e) == "RuntimeError: op 'aten.x' at transformers/m.py:3"
+    assert portable("/usr/lib/python3/dist-packages/a.py and ./b.py") == "a.py and ./b.py"

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from . import flex_check
+from . import flex_check, results
 
 CATEGORIES = ("wrong values", "error", "crash", "timeout")
 
@@ -204,23 +204,13 @@ def run(only=None, limit=None, time_limit=60.0, out=None, modes=flex_check.MODES
     data = {"sweep": "flex", "meta": meta, "summary": summarize(records), "records": records}
     if out:
         _write(out, meta, records)
-    try:  # the knowledge base is a by-product: failing to record must never break the run
-        from ..kb import record_run
-        data["kb_run"] = record_run("sweep-flex", data)  # None when EMBER_KB=off
-    except Exception as e:  # noqa: BLE001
-        print(f"warning: ember kb: run not recorded: {e!r}", file=sys.stderr)
+    results.record("sweep-flex", data)
     return data
 
 
 def _write(out, meta, records):
-    os.makedirs(out, exist_ok=True)
     data = {"sweep": "flex", "meta": meta, "summary": summarize(records), "records": records}
-    tmp = os.path.join(out, "flex.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, default=str)
-    os.replace(tmp, os.path.join(out, "flex.json"))
-    with open(os.path.join(out, "flex.md"), "w") as f:
-        f.write(to_markdown(data))
+    results.write(out, "flex", data, to_markdown)
 
 
 def main(argv=None, prog=None) -> int:

@@ -24,6 +24,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from .results import portable
+
 # float32 kernels against float64: errors relative to the reference tensor's largest magnitude.
 FWD_TOL = 1e-5
 BWD_TOL = 1e-4
@@ -200,7 +202,7 @@ def first_line(e: BaseException) -> str:
     root = getattr(e, "inner_exception", None) or e.__cause__
     if root is not None and root is not e:
         return f"{type(e).__name__} <- {first_line(root)}"[:400]
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in portable(str(e)).splitlines() if ln.strip()]
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:400]
 
 

@@ -12,6 +12,8 @@ import time
 import traceback
 import warnings
 
+from .results import portable
+
 # Parity: the largest error of the loss and of every gradient, relative to the largest value of
 # the CPU's tensor, must stay below this (float32; kernels accumulate in other orders).
 RTOL = 2e-3
@@ -23,7 +25,7 @@ def _first_line(e: BaseException) -> str:
     root = getattr(e, "inner_exception", None) or e.__cause__
     if root is not None and root is not e:
         return f"{type(e).__name__} <- {_first_line(root)}"[:400]
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in portable(str(e)).splitlines() if ln.strip()]
     for ln in lines:
         if "ember" in ln or "aten" in ln or "Error" in ln:
             return f"{type(e).__name__}: {ln}"[:400]

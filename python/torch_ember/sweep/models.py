@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from . import model_check
+from . import model_check, results
 
 CATEGORIES = ("unsupported op", "compile error", "wrong values", "error", "crash", "timeout", "could not build")
 
@@ -168,22 +168,12 @@ def run(only=None, limit=None, time_limit=180.0, out=None, resume=False, compile
     data = {"meta": meta, "summary": summarize(records), "records": records}
     if out:
         _write(out, meta, records)
-    try:  # the knowledge base is a by-product: failing to record must never break the run
-        from ..kb import record_run
-        data["kb_run"] = record_run("sweep-models", data)  # None when EMBER_KB=off
-    except Exception as e:  # noqa: BLE001
-        print(f"warning: ember kb: run not recorded: {e!r}", file=sys.stderr)
+    results.record("sweep-models", data)
     return data
 
 
 def _write(out, meta, records):
-    data = {"meta": meta, "summary": summarize(records), "records": records}
-    tmp = os.path.join(out, "models.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, default=str)
-    os.replace(tmp, os.path.join(out, "models.json"))
-    with open(os.path.join(out, "models.md"), "w") as f:
-        f.write(to_markdown(data))
+    results.write(out, "models", {"meta": meta, "summary": summarize(records), "records": records}, to_markdown)
 
 
 def main(argv=None, prog=None) -> int:
