@@ -178,15 +178,13 @@ def _wrapped_scalars(op, args, kwargs):
     number, and the boxed fallback wants the schema's types. A 0-dim tensor takes part in type
     promotion as the wrapped number did."""
     schema = op._schema.arguments
-    out = list(args)
-    for i, a in enumerate(schema[:len(out)]):
-        if isinstance(out[i], (bool, int, float)) and str(a.type) == "Tensor":
-            out[i] = torch.tensor(out[i])
-    kw = dict(kwargs)
-    for a in schema:
-        if a.name in kw and isinstance(kw[a.name], (bool, int, float)) and str(a.type) == "Tensor":
-            kw[a.name] = torch.tensor(kw[a.name])
-    return out, kw
+
+    def fix(value, arg):
+        return torch.tensor(value) if isinstance(value, (bool, int, float)) and str(arg.type) == "Tensor" else value
+
+    by_name = {a.name: a for a in schema}
+    return ([fix(v, a) for v, a in zip(args, schema)],
+            {k: fix(v, by_name[k]) if k in by_name else v for k, v in kwargs.items()})
 
 
 def _cpu(op, base: str, overload: str, args, kwargs):
