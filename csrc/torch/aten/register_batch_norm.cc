@@ -1,5 +1,8 @@
-// Batch norm (forward and backward) for CNNs, composed from ember's native reductions and
-// elementwise kernels with the same formulas and outputs as PyTorch's CPU kernel: biased batch
+// Batch norm (forward and backward) for CNNs with the same formulas and outputs as PyTorch's CPU
+// kernel. Inputs whose spatial dims form one stride-1 run (NCHW-contiguous and the like) run
+// core's per-channel kernel (kernels/norm: two passes per channel, statistics in double); other
+// layouts (channels-last) are composed from ember's native reductions and elementwise kernels.
+// Either way: biased batch
 // variance for normalizing, unbiased for the running estimate, save_mean/save_invstd for the
 // backward in training and empty in evaluation. bfloat16/float16 inputs compute in float (with
 // float parameters too: autocast's mixed form); other mixes take the CPU fallback. Also the
@@ -13,6 +16,7 @@
 
 #include "../fallback.h"
 #include "glue.h"
+#include "kernels/norm/norm.h"
 
 namespace ember::torch_glue {
 namespace {
@@ -85,6 +89,70 @@ at::Tensor per_channel(const at::Tensor& t, const at::Tensor& x) {
     return t.view(shape);
 }
 
+// ---- the native kernel ------------------------------------------------------------------------
+
+// x's dims past the first two form one stride-1 run, so x is viewable as [N, C, S].
+bool spatial_run(const at::Tensor& x) {
+    int64_t expected = 1;
+    for (int64_t d = x.dim() - 1; d >= 2; --d) {
+        if (x.size(d) != 1 && x.stride(d) != expected) return false;
+        expected *= x.size(d);
+    }
+    return true;
+}
+
+// A [C] vector on x's device, or absent.
+bool channel_vector(const at::Tensor& x, const std::optional<at::Tensor>& t) {
+    return !t || !t->defined() || (t->dim() == 1 && t->size(0) == x.size(1) && t->device() == x.device());
+}
+
+kernels::TensorView optional_view(const std::optional<at::Tensor>& t, bool writable = false) {
+    if (!t || !t->defined()) return {};
+    return writable ? view_of(*t) : view_in(*t);
+}
+
+bool native_ok(const at::Tensor& x, std::initializer_list<const std::optional<at::Tensor>*> vectors) {
+    if (x.dim() < 2 || x.numel() == 0 || !spatial_run(x)) return false;
+    for (const auto* v : vectors)
+        if (!channel_vector(x, *v)) return false;
+    return true;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_forward(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps, at::ScalarType ptype) {
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    at::Tensor save_mean = at::empty({training ? x.size(1) : 0}, x.options().dtype(ptype));
+    at::Tensor save_invstd = at::empty_like(save_mean);
+    kernels::TensorView o = fold3(out, 1), xv = fold3(x, 1, false);
+    kernels::TensorView smv = training ? view_of(save_mean) : kernels::TensorView{};
+    kernels::TensorView siv = training ? view_of(save_invstd) : kernels::TensorView{};
+    kernels::TensorView wv = optional_view(weight), bv = optional_view(bias);
+    kernels::TensorView rmv = optional_view(running_mean, training), rvv = optional_view(running_var, training);
+    queue(x, "batch_norm", [=](runtime::ThreadPool* p) {
+        return kernels::batch_norm(o, smv, siv, xv, wv, bv, rmv, rvv, training, momentum, eps, p);
+    });
+    return {out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& weight, const at::Tensor& mean,
+    const at::Tensor& invstd, bool train, std::array<bool, 3> mask, at::ScalarType ptype) {
+    at::Tensor gi = mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
+    at::Tensor gw = mask[1] ? at::empty({x.size(1)}, x.options().dtype(ptype)) : at::Tensor();
+    at::Tensor gb = mask[2] ? at::empty({x.size(1)}, x.options().dtype(ptype)) : at::Tensor();
+    kernels::TensorView giv = gi.defined() ? fold3(gi, 1) : kernels::TensorView{};
+    kernels::TensorView gwv = gw.defined() ? view_of(gw) : kernels::TensorView{};
+    kernels::TensorView gbv = gb.defined() ? view_of(gb) : kernels::TensorView{};
+    kernels::TensorView gv = fold3(grad, 1, false), xv = fold3(x, 1, false);
+    kernels::TensorView wv = optional_view(weight), mv = view_in(mean), iv = view_in(invstd);
+    queue(x, "batch_norm_backward", [=](runtime::ThreadPool* p) {
+        return kernels::batch_norm_backward(giv, gwv, gbv, gv, xv, wv, mv, iv, train, p);
+    });
+    return {gi, gw, gb};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(
     const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
@@ -94,11 +162,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(
         return cpu<ATEN_OP(native_batch_norm)>(x, weight, bias, running_mean, running_var, training, momentum, eps);
     }
     const at::ScalarType ptype = bn_param_type(x, {&weight, &bias, &running_mean, &running_var});
+    TORCH_CHECK(!training || x.numel() / x.size(1) > 1,
+                "Expected more than 1 value per channel when training, got input size ", x.sizes());
+    if (native_ok(x, {&weight, &bias, &running_mean, &running_var})) {
+        return native_batch_norm_forward(x, weight, bias, running_mean, running_var, training, momentum, eps, ptype);
+    }
     at::Tensor xc = x.to(*acc);
     at::Tensor mean, invstd;
     if (training) {
         int64_t n = x.numel() / x.size(1);
-        TORCH_CHECK(n > 1, "Expected more than 1 value per channel when training, got input size ", x.sizes());
         auto [m, var] = channel_mean_var(xc);
         mean = m;
         invstd = (var + eps).rsqrt();
@@ -138,6 +210,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
                                                         save_invstd, train, eps, mask);
     }
     const at::ScalarType ptype = bn_param_type(x, {&weight, &running_mean, &running_var});
+    const std::optional<at::Tensor> none;
+    if (native_ok(x, {&weight, &running_mean, &running_var, train ? &save_mean : &none, train ? &save_invstd : &none}) &&
+        spatial_run(grad) && grad.sizes().equals(x.sizes()) && grad.device() == x.device()) {
+        at::Tensor mean = train ? *save_mean : *running_mean;
+        at::Tensor invstd = train ? *save_invstd : (running_var->to(*acc) + eps).rsqrt();
+        return native_batch_norm_backward(grad, x, weight, mean, invstd, train, mask, ptype);
+    }
     at::Tensor g = grad.to(*acc), xc = x.to(*acc);
     at::Tensor mean = train ? save_mean->to(*acc) : running_mean->to(*acc);
     at::Tensor invstd = train ? save_invstd->to(*acc) : (running_var->to(*acc) + eps).rsqrt();

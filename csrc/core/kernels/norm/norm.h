@@ -1,7 +1,7 @@
-// Row-wise normalization kernels over the last dimension: softmax, log_softmax, layer norm,
-// and the negative log-likelihood loss, with the backwards autograd needs.
+// Normalization kernels: row-wise over the last dimension (softmax, log_softmax, layer norm, the
+// negative log-likelihood loss) and per channel (batch norm), with the backwards autograd needs.
 //
-// Every tensor is viewed as [rows, cols] (2-d TensorView; rows may have any stride, the last
+// The row-wise kernels view every tensor as [rows, cols] (2-d TensorView; rows may have any stride, the last
 // dimension must have stride 1 — the caller makes it so). Inputs may be float32, float64,
 // bfloat16 or float16; arithmetic is done in float (double for float64) as PyTorch's CPU kernels
 // do, and results are stored in the output's dtype. Rows are split across the thread pool.
@@ -36,6 +36,27 @@ Status layer_norm_backward(const TensorView& grad_in, const TensorView& grad_wei
                            const TensorView& grad_bias, const TensorView& grad_out,
                            const TensorView& in, const TensorView& mean, const TensorView& rstd,
                            const TensorView& weight, runtime::ThreadPool* pool);
+
+// Batch norm over `in` viewed as [N, C, S] (S: the spatial dims flattened, stride 1; N and C any
+// stride), per channel over N x S. Training: the batch mean and biased variance normalize, are
+// written to save_mean / save_invstd (1 / sqrt(var + eps)), and update running_mean /
+// running_var (unbiased variance) by `momentum` when those have data. Evaluation: running_mean
+// and running_var (required) normalize. out = (x - mean) * invstd * weight + bias, computed as
+// x * scale + shift; every [C] vector is optional (data == nullptr) except as noted and may be
+// any floating dtype (statistics are kept in double).
+Status batch_norm(const TensorView& out, const TensorView& save_mean, const TensorView& save_invstd,
+                  const TensorView& in, const TensorView& weight, const TensorView& bias,
+                  const TensorView& running_mean, const TensorView& running_var, bool training,
+                  double momentum, double eps, runtime::ThreadPool* pool);
+
+// Gradients of batch_norm given the mean and invstd it normalized with (the saved batch
+// statistics in training, the running ones in evaluation): grad_bias = sum(g), grad_weight =
+// sum(g * (x - mean)) * invstd, grad_in = invstd * w * (g - [training] (sum(g) + (x - mean) *
+// invstd^2 * sum(g * (x - mean))) / (N*S)). Outputs with data == nullptr are skipped.
+Status batch_norm_backward(const TensorView& grad_in, const TensorView& grad_weight, const TensorView& grad_bias,
+                           const TensorView& grad_out, const TensorView& in, const TensorView& weight,
+                           const TensorView& mean, const TensorView& invstd, bool training,
+                           runtime::ThreadPool* pool);
 
 // Negative log-likelihood over log-probabilities `logp` [rows, classes] and int64 `target`
 // [rows]; rows whose target == ignore_index contribute nothing. `weight` is [classes] or
