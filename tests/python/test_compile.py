@@ -156,6 +156,41 @@ def test_inference_graph_uses_attention_library_kernel():
     assert rec["kind"] == "inference" and rec["library_calls"] >= 1
 
 
+@pytest.mark.parametrize("case", ["causal", "bool_mask", "float_mask", "gqa", "cross_lengths", "bf16"])
+def test_training_graph_runs_fused_attention_and_its_backward(case):
+    # A trained attention runs eager mode's fused kernels (forward with logsumexp, backward) as
+    # library steps: no [Lq, Lk] score matrix is materialized in either direction.
+    gen = torch.Generator().manual_seed(3)
+    dtype = torch.bfloat16 if case == "bf16" else torch.float32
+    hk, lq, lk = (2 if case == "gqa" else 4), (5 if case == "cross_lengths" else 8), 9 if case == "cross_lengths" else 8
+    q = torch.randn(2, 4, lq, 16, generator=gen).to(dtype)
+    k, v = (torch.randn(2, hk, lk, 16, generator=gen).to(dtype) for _ in range(2))
+    mask = None
+    if case == "bool_mask":
+        mask = torch.rand(lq, lk, generator=gen) > 0.3
+        mask[:, 0] = True
+    elif case == "float_mask":
+        mask = torch.randn(2, 1, lq, lk, generator=gen)
+
+    def f(q, k, v, m):
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=case in ("causal", "bf16", "cross_lengths"),
+                                           enable_gqa=case == "gqa")
+        return (y * 1.5).sin().sum()
+
+    results = []
+    for dev, fn in (("cpu", f), ("ember", _compile(f))):
+        leaves = [t.clone().to(dev).requires_grad_() for t in (q, k, v)]
+        out = fn(*leaves, mask.to(dev) if mask is not None else None)
+        out.backward()
+        results.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+    tol = dict(rtol=3e-2, atol=3e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-5)
+    for got, expected in zip(results[1], results[0]):
+        torch.testing.assert_close(got, expected, **tol)
+    library = {op for rec in torch_ember.compile_stats() for op, _ in rec["library_ops"]}
+    assert {"aten._scaled_dot_product_fused_attention_overrideable.default",
+            "aten._scaled_dot_product_fused_attention_overrideable_backward.default"} <= library
+
+
 def test_outputs_that_alias_inputs_stay_views():
     def f(x):
         return x.t(), x[1:], x * 2

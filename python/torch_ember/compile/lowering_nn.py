@@ -1,6 +1,7 @@
 """Lowerings of composite nn ops as Ember IR math: activation and softmax backwards, layer norm,
 embedding (a one-hot GEMM: exact, since every product but one is by zero), negative
-log-likelihood (a one-hot select) and attention (the library kernel, forward only)."""
+log-likelihood (a one-hot select) and attention (the library kernel, forward only; trained
+attention is a library step)."""
 import math
 
 import torch
@@ -159,8 +160,8 @@ def _nll_loss_backward(b, node, grad, x, target, weight, reduction, ignore_index
 @lowers(aten._scaled_dot_product_fused_attention_overrideable.default)
 def _sdpa(b, node, q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False,
           scale=None):
-    # The library kernel returns the output only; graphs that keep the logsumexp (training) get
-    # attention as math instead (decompositions.py), so here every other output must be unused.
+    # The IR's attention op returns the output only; a graph that keeps the logsumexp (training)
+    # runs the op as a library step instead: eager mode's fused kernel, whose backward uses it.
     users = {u.args[1] for u in node.users if u.target.__name__ == "getitem"}
     if users - {0} or any(u.target.__name__ != "getitem" for u in node.users):
         raise Unsupported("attention outputs other than the result (training) are not lowered")
