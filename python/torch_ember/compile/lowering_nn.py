@@ -93,13 +93,19 @@ def _one_hot(b, indices, n, dtype):
     return hot if dtype is None else b.cast(hot, dtype)
 
 
+# A one-hot GEMM does n * vocab * dim multiply-adds where a gather (or, backward, a scatter-add)
+# touches n * dim values: past a few microseconds of GEMM the eager kernels, run as library
+# steps, win (a 2048-word vocabulary over 512 tokens cost 6 ms each way as a GEMM).
+_ONE_HOT_MACS = 1 << 21
+
+
 @lowers(aten.embedding.default)
 def _embedding(b, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     vocab, dim = b.sizes(weight)
     idx_shape = b.sizes(indices)
     n = math.prod(idx_shape)
-    if n * vocab > (1 << 26):
-        raise Unsupported("embedding too large for a one-hot GEMM")
+    if n * vocab * dim > _ONE_HOT_MACS:
+        raise Unsupported("embedding too large for a one-hot GEMM: the gather kernel runs it")
     hot = _one_hot(b, b.reshape(indices, [n]), vocab, b.dtype(weight))
     return b.reshape(b.op("mm", [hot, weight]), idx_shape + [dim])
 
@@ -109,9 +115,9 @@ def _embedding_backward(b, node, grad, indices, num_weights, padding_idx, scale_
     if scale_grad_by_freq:
         raise Unsupported("scale_grad_by_freq")
     n = math.prod(b.sizes(indices))
-    if n * num_weights > (1 << 26):
-        raise Unsupported("embedding too large for a one-hot GEMM")
     dim = b.sizes(grad)[-1]
+    if n * num_weights * dim > _ONE_HOT_MACS:
+        raise Unsupported("embedding too large for a one-hot GEMM: the scatter-add kernel runs it")
     flat = b.reshape(indices, [n])
     hot = _one_hot(b, flat, num_weights, None)
     if padding_idx >= 0:
