@@ -80,3 +80,28 @@ def test_fused_output_layout_matches_pytorchs_meta():
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
     got.transpose(1, 2).view(2, 6, 32)  # the view a traced graph does next
+
+
+@pytest.mark.parametrize("layout", ["left_aligned", "holes", "norm", "no_mask_check"])
+def test_transformer_encoder_inference_fast_path_matches_cpu(layout):
+    # PyTorch's eval fast path packs a left-aligned padded batch into a nested tensor and
+    # returns zeros (then the final norm) at padded positions; ember matches it everywhere,
+    # padded positions included, without nested tensors.
+    import copy
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    norm = torch.nn.LayerNorm(32) if layout == "norm" else None
+    enc = torch.nn.TransformerEncoder(layer, 2, norm=norm, enable_nested_tensor=True,
+                                      mask_check=layout != "no_mask_check").eval()
+    ember = copy.deepcopy(enc).to("ember")
+    x = torch.randn(3, 8, 32)
+    pad = torch.zeros(3, 8, dtype=torch.bool)
+    pad[0, 6:] = True
+    pad[2, 3:] = True
+    if layout == "holes":
+        pad[1, 2] = True  # not left-aligned: PyTorch itself takes the padded path
+    with torch.no_grad():
+        expected = enc(x, src_key_padding_mask=pad)
+        got = ember(x.to("ember"), src_key_padding_mask=pad.to("ember"))
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)

@@ -340,6 +340,29 @@ def test_complex_values_from_a_fallback_op_are_never_lowered():
         _compile(f)(x.to("ember"))
 
 
+def test_complex_constants_compile_strictly():
+    # A rotary table built in forward with torch.polar folds to a complex constant, and a
+    # complex literal is lifted as one: neither has an IR form, so both run as eager steps.
+    def rotary(q):
+        t = torch.arange(q.shape[0], device=q.device).float()
+        cis = torch.polar(torch.ones_like(t), t * 0.1)
+        return torch.view_as_real(torch.view_as_complex(q) * cis)
+
+    def literal(q):
+        c = torch.tensor([1 + 2j, 3 - 1j, 0.5j, 2, 1, 1j, -1, 1 - 1j], dtype=torch.complex64)
+        return torch.view_as_real(torch.view_as_complex(q) * c.to(q.device)).sin()
+
+    for f in (rotary, literal):
+        torch._dynamo.reset()
+        q = torch.randn(8, 2)
+        qc, qe = q.clone().requires_grad_(), q.to("ember").requires_grad_()
+        out, ref = _compile(f)(qe), f(qc)
+        torch.testing.assert_close(out.cpu(), ref)
+        out.square().sum().backward()
+        ref.square().sum().backward()
+        torch.testing.assert_close(qe.grad.cpu(), qc.grad)
+
+
 def test_ops_with_eager_kernels_compile_as_library_steps():
     def f(x):
         return torch.cumsum(x.exp(), 0) * 2  # no lowering for cumsum, but an eager kernel

@@ -186,3 +186,20 @@ def test_several_index_tensors_out_of_range():
     with pytest.raises(RuntimeError, match="index out of bounds"):
         x[torch.tensor([0], device="ember"), torch.tensor([4], device="ember")] = 1.0
         torch.ember.synchronize()
+
+
+@pytest.mark.parametrize("view", ["t", "step", "permute"])
+def test_indexing_strided_views_runs_natively(view, native_only):
+    # Advanced indexing of a transposed or sliced view reads (and writes) through a contiguous
+    # copy on the device instead of the CPU fallback.
+    base = torch.arange(60.0).reshape(5, 12)
+    make = {"t": lambda b: b.t(), "step": lambda b: b[:, ::2], "permute": lambda b: b.reshape(5, 3, 4).permute(2, 0, 1)}[view]
+    idx = torch.tensor([0, 2, -1])
+    cpu, dev = base.clone(), base.to("ember")
+    torch.testing.assert_close(make(dev)[idx.to("ember")].cpu(), make(cpu)[idx])
+    make(cpu)[idx] = -1.0
+    make(dev)[idx.to("ember")] = -1.0
+    torch.testing.assert_close(dev.cpu(), cpu)
+    make(cpu).index_put_((idx,), torch.tensor(2.0), accumulate=True)
+    make(dev).index_put_((idx.to("ember"),), torch.tensor(2.0, device="ember"), accumulate=True)
+    torch.testing.assert_close(dev.cpu(), cpu)

@@ -150,6 +150,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attention_backward(
     return {mask[0] ? gq : at::Tensor(), mask[1] ? gk : at::Tensor(), mask[2] ? gv : at::Tensor(), at::Tensor()};
 }
 
+// nn.TransformerEncoder's inference fast path packs padded batches into nested tensors when
+// torch._nested_tensor_from_mask_left_aligned says the padding sits at the end. Ember has no
+// nested-tensor kernels, so it answers "not left-aligned", and the encoder takes its padded
+// path: the same result, computed over the padding too.
+bool nested_tensor_from_mask_left_aligned(const at::Tensor&, const at::Tensor&) { return false; }
+
+at::Tensor nested_tensor_from_mask(const at::Tensor&, const at::Tensor&, bool) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "nested tensors are not supported on ember; build nn.TransformerEncoder with "
+                                       "enable_nested_tensor=False (or keep mask_check=True)");
+}
+
 }  // namespace
 
 // scaled_dot_product_attention asks this stub, not the _fused_sdp_choice op, which backend to use.
@@ -165,6 +176,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_fused_sdp_choice", fused_sdp_choice);
     m.impl("_scaled_dot_product_fused_attention_overrideable", attention_forward);
     m.impl("_scaled_dot_product_fused_attention_overrideable_backward", attention_backward);
+    m.impl("_nested_tensor_from_mask_left_aligned", nested_tensor_from_mask_left_aligned);
+    m.impl("_nested_tensor_from_mask", nested_tensor_from_mask);
 }
 
 }  // namespace ember::torch_glue

@@ -5,6 +5,7 @@
 //
 // nonzero and masked_select have data-dependent sizes: they count on the device, then wait for
 // that count as CUDA does, which makes them synchronizing calls.
+#include <algorithm>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -248,16 +249,34 @@ bool one_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>
     return true;
 }
 
-at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+at::Tensor& index_out(const at::Tensor& self_in, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
     OneIndex r;
+    // A strided self (a transposed or sliced view) is read through a contiguous copy.
+    const at::Tensor self = self_in.is_contiguous() ? self_in : self_in.contiguous();
     if (!plain_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type() || !one_index(self, indices, r))
-        return cpu<ATEN_OP2(index, Tensor_out)>(self, indices, out);
+        return cpu<ATEN_OP2(index, Tensor_out)>(self_in, indices, out);
     const int64_t n = r.flat.size(r.dim);
     // Negative positions count from the end; out-of-range ones are caught by index_select.
     at::Tensor pos = at::where(r.positions.lt(0), r.positions.add(n), r.positions);
     at::Tensor picked = at::index_select(r.flat, r.dim, pos);
     resize_out(out, r.result_shape);
     return out.copy_(picked.view(r.result_shape));
+}
+
+// No two indices of `t` address the same element: with dims sorted by stride, each stride
+// steps past everything the smaller ones span (slices and permutations pass; expanded or
+// self-overlapping as_strided views do not).
+bool distinct_elements(const at::Tensor& t) {
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+    for (int64_t d = 0; d < t.dim(); ++d)
+        if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+    std::sort(dims.begin(), dims.end());
+    int64_t span = 1;
+    for (const auto& [stride, size] : dims) {
+        if (stride < span) return false;
+        span = stride * size;
+    }
+    return true;
 }
 
 // self[indices] (=|+=) values, in place, for one index tensor over a contiguous self.
@@ -273,6 +292,15 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
         const std::optional<at::Tensor> m = indices.get(0);
         if (m && m->defined() && m->scalar_type() == at::kBool && m->sizes() == self.sizes() && on_device(self.device(), *m))
             return self.masked_fill_(*m, values);
+    }
+    if (!self.is_contiguous() && self.dim() > 0 && distinct_elements(self)) {
+        // A strided self (x.t()[i] = v) is updated through a contiguous copy written back after.
+        OneIndex probe;
+        at::Tensor dense = self.contiguous();
+        if (!one_index(dense, indices, probe)) return fallback();
+        index_put_impl_(dense, indices, values, accumulate, unsafe);
+        self.copy_(dense);
+        return self;
     }
     OneIndex r;
     if (!one_index(self, indices, r)) return fallback();

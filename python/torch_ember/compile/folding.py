@@ -25,7 +25,10 @@ def foldable_nodes(gm: torch.fx.GraphModule) -> set:
                 and all(a in folded for a in node.all_input_nodes):
             val = node.meta.get("val")
             vals = val if isinstance(val, (list, tuple)) else [val]
-            if all(not isinstance(v, torch.Tensor) or v.numel() <= _MAX_ELEMENTS for v in vals):
+            # Complex values cannot be IR constants: such a node (a rotary table built with
+            # torch.polar) runs at run time, as an eager step, from its folded real inputs.
+            if all(not isinstance(v, torch.Tensor) or (v.numel() <= _MAX_ELEMENTS and not v.is_complex())
+                   for v in vals):
                 folded.add(node)
     return folded
 

@@ -131,7 +131,9 @@ def _flat_vals(x):
 
 
 def _const_val(b, value):
-    if isinstance(value, torch.Tensor):
+    # A complex constant (a lifted complex literal) has no IR form: it stays a value, and the
+    # complex ops reading it run as eager steps.
+    if isinstance(value, torch.Tensor) and not value.is_complex():
         return b.constant(value)
     if isinstance(value, (list, tuple)):
         return type(value)(_const_val(b, v) for v in value)
