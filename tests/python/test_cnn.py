@@ -40,6 +40,20 @@ def test_adaptive_avg_pool(dtype, size, native_only):
     fwd_bwd(lambda t: F.adaptive_avg_pool2d(t, size), x, dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("size", [(1, 1), (3, 4), (5, 5), (7, 3), (11, 10), (13, 2)])
+def test_adaptive_max_pool_with_indices_and_ties(dtype, size, native_only):
+    # Overlapping cells (non-divisible sizes), cells larger than the input, repeated values
+    # (the first maximum wins) and NaN (it wins) pick the CPU's values and indices.
+    x = torch.randn(2, 3, 11, 10, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x[0, 0, :3, :3] = 1.5
+    x[1, 2, 4, 4] = float("nan")
+    fwd_bwd(lambda t: F.adaptive_max_pool2d(t, size), x, dtype)
+    out, idx = F.adaptive_max_pool2d(x.to("ember"), size, return_indices=True)
+    torch.testing.assert_close(idx.cpu(), F.adaptive_max_pool2d(x, size, return_indices=True)[1])
+    fwd_bwd(lambda t: F.adaptive_max_pool2d(t, size), x[0], dtype)  # unbatched
+
+
 def test_max_pool_nan_and_unbatched(native_only):
     fwd_bwd(lambda t: F.max_pool2d(t, 2), torch.tensor([[[[1.0, float("nan")], [3.0, 3.0]]]]), torch.float32)
     fwd_bwd(lambda t: F.max_pool2d(t, 2), torch.randn(3, 6, 6), torch.float32)

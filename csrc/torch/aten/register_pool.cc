@@ -1,4 +1,4 @@
-// 2-d max, average and adaptive-average pooling with their backwards, on kernels/pool. Shapes
+// 2-d max, average, adaptive-average and adaptive-max pooling with their backwards, on kernels/pool. Shapes
 // and argument checks are PyTorch's (pooling_output_shape and its shape check); 3-d and
 // channels-last inputs are made contiguous NCHW first; other dtypes take the CPU fallback.
 #include <ATen/ATen.h>
@@ -159,6 +159,37 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
     return gi;
 }
 
+// ---- adaptive max pooling ---------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, c10::IntArrayRef output_size) {
+    bool ok = pool_dtype(self) && output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0;
+    for (int64_t d = 1; ok && d < self.dim(); ++d) ok = self.size(d) > 0;
+    if (!ok) return cpu<ATEN_OP(adaptive_max_pool2d)>(self, output_size);
+    at::Tensor x = self.contiguous();
+    at::Tensor out = at::empty(with_spatial(x, output_size[0], output_size[1]), x.options());
+    at::Tensor idx = at::empty(out.sizes(), x.options().dtype(at::kLong));
+    kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x, false);
+    queue(x, "adaptive_max_pool2d", [o, i, xv](runtime::ThreadPool* pool) {
+        return kernels::adaptive_max_pool2d(o, i, xv, pool);
+    });
+    return {out, idx};
+}
+
+// Its indices address the input plane as max pooling's do: the same scatter of the gradient.
+at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& indices) {
+    if (!pool_dtype(self) || grad.scalar_type() != self.scalar_type() || !on_device(self.device(), grad) ||
+        !on_device(self.device(), indices) || indices.scalar_type() != at::kLong || !grad.sizes().equals(indices.sizes())) {
+        return cpu<ATEN_OP(adaptive_max_pool2d_backward)>(grad, self, indices);
+    }
+    at::Tensor g = grad.contiguous(), idx = indices.contiguous();
+    at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    kernels::TensorView giv = planes(gi), gv = planes(g, false), iv = planes(idx, false);
+    queue(gi, "adaptive_max_pool2d_backward", [giv, gv, iv](runtime::ThreadPool* pool) {
+        return kernels::max_pool2d_backward(giv, gv, iv, pool);
+    });
+    return gi;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -168,6 +199,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("avg_pool2d_backward", avg_pool2d_backward);
     m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
     m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
+    m.impl("adaptive_max_pool2d", adaptive_max_pool2d);
+    m.impl("adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
 }
 
 }  // namespace ember::torch_glue

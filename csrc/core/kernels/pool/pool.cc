@@ -196,4 +196,41 @@ Status adaptive_avg_pool2d_backward(const TensorView& grad_in, const TensorView&
     return Status();
 }
 
+Status adaptive_max_pool2d(const TensorView& out, const TensorView& indices, const TensorView& in,
+                           runtime::ThreadPool* pool) {
+    EMBER_RETURN_IF_ERROR(check_planes(out, in));
+    if (indices.dtype != DType::kInt64 || !indices.is_contiguous() || indices.numel() != out.numel())
+        return invalid_argument("adaptive_max_pool2d: int64 indices shaped like the output");
+    const int64_t H = in.sizes[1], W = in.sizes[2], OH = out.sizes[1], OW = out.sizes[2];
+    EMBER_DISPATCH_REAL(in.dtype, {
+        const auto* x = static_cast<const scalar_t*>(in.data);
+        auto* y = static_cast<scalar_t*>(out.data);
+        auto* idx = static_cast<int64_t*>(indices.data);
+        for_planes(in.sizes[0], H * W + OH * OW, pool, [&](int64_t pl) {
+            const scalar_t* xp = x + pl * H * W;
+            for (int64_t oh = 0; oh < OH; ++oh) {
+                const int64_t h0 = adaptive_start(oh, OH, H), h1 = adaptive_end(oh, OH, H);
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                    const int64_t w0 = adaptive_start(ow, OW, W), w1 = adaptive_end(ow, OW, W);
+                    // PyTorch's rule: NaN wins, the first maximum wins ties.
+                    int64_t best = h0 * W + w0;
+                    double best_v = detail::as_double(xp[best]);
+                    for (int64_t h = h0; h < h1 && best_v == best_v; ++h)
+                        for (int64_t w = w0; w < w1; ++w) {
+                            const double v = detail::as_double(xp[h * W + w]);
+                            if (v > best_v || v != v) {
+                                best = h * W + w;
+                                best_v = v;
+                                if (v != v) break;
+                            }
+                        }
+                    y[(pl * OH + oh) * OW + ow] = detail::from_double<scalar_t>(best_v);
+                    idx[(pl * OH + oh) * OW + ow] = best;
+                }
+            }
+        });
+    });
+    return Status();
+}
+
 }  // namespace ember::kernels

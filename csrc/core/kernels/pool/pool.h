@@ -35,6 +35,10 @@ Status avg_pool2d_backward(const TensorView& grad_in, const TensorView& grad_out
 
 // Adaptive average pooling: output cell (i, j) averages rows [floor(i*H/OH), ceil((i+1)*H/OH)).
 Status adaptive_avg_pool2d(const TensorView& out, const TensorView& in, runtime::ThreadPool* pool);
+// Adaptive max pooling over the same cells; indices as max_pool2d's (h * W + w in the plane), so
+// max_pool2d_backward is its backward too.
+Status adaptive_max_pool2d(const TensorView& out, const TensorView& indices, const TensorView& in,
+                           runtime::ThreadPool* pool);
 Status adaptive_avg_pool2d_backward(const TensorView& grad_in, const TensorView& grad_out, runtime::ThreadPool* pool);
 
 }  // namespace ember::kernels
