@@ -309,7 +309,7 @@ def test_complex_multiply_and_polar_native(dtype, native_only):
 MATH_DOMAINS = {
     "tan": (-1.4, 1.4), "asin": (-1, 1), "acos": (-1, 1), "atan": (-20, 20), "sinh": (-5, 5), "cosh": (-5, 5),
     "asinh": (-20, 20), "acosh": (1, 20), "atanh": (-1, 1), "log2": (0, 50), "log10": (0, 50), "exp2": (-20, 20),
-    "erfc": (-4, 4), "erfinv": (-1, 1),
+    "erfc": (-4, 4), "erfinv": (-1, 1), "lgamma": (-20, 20), "digamma": (-20, 20),
 }
 
 
@@ -332,6 +332,27 @@ def test_unary_math_matches_cpu(name, dtype, native_only):
         inner = torch.linspace(lo, hi, 19, dtype=dtype)[1:-1]
         g = [torch.autograd.grad(f(t.requires_grad_()).sum(), t)[0].cpu() for t in (inner.clone(), inner.to("ember"))]
         torch.testing.assert_close(g[1], g[0], **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_polygamma_and_distributions_log_probs(dtype, native_only):
+    # trigamma (polygamma 1) is digamma's derivative; Gamma, Beta and Dirichlet log-probabilities
+    # and their gradients go through lgamma and digamma.
+    x = torch.cat([torch.linspace(-6, 6, 97, dtype=dtype), torch.tensor([1e-3, 30.0, 1e6], dtype=dtype)])
+    for n in (0, 1):
+        torch.testing.assert_close(torch.polygamma(n, x.to("ember")).cpu(), torch.polygamma(n, x), equal_nan=True)
+    conc = torch.tensor([0.5, 2.0, 7.0], dtype=dtype)
+    value = torch.tensor([0.2, 0.3, 0.5], dtype=dtype)
+
+    def log_prob(device):
+        c = conc.to(device).requires_grad_()
+        lp = (torch.distributions.Dirichlet(c).log_prob(value.to(device))
+              + torch.distributions.Gamma(c, c + 1).log_prob(value.to(device)).sum()
+              + torch.distributions.Beta(c, c * 2).entropy().sum())
+        return [lp.detach().cpu(), torch.autograd.grad(lp, c)[0].cpu()]
+
+    for got, want in zip(log_prob("ember"), log_prob("cpu")):
+        torch.testing.assert_close(got, want)
 
 
 def test_integer_inputs_promote_like_cpu(native_only):

@@ -1,5 +1,5 @@
 // Unary math (exp, log, trig and hyperbolic functions and their inverses, erf and its
-// relatives, rounding, sign) and two-argument math (atan2, hypot) on core's elementwise engine,
+// relatives, lgamma/digamma/trigamma, rounding, sign) and two-argument math (atan2, hypot) on core's elementwise engine,
 // each in its functional, in-place and out= form. TensorIterator does broadcasting, type
 // promotion and the out= checks as for CPU; dtypes the engine does not compute (complex) go to
 // the visible CPU fallback.
@@ -76,7 +76,32 @@ EMBER_UNARY_OP(log10, UnaryOp::kLog10, unary_float_op, false)
 EMBER_UNARY_OP(exp2, UnaryOp::kExp2, unary_float_op, false)
 EMBER_UNARY_OP(erfc, UnaryOp::kErfc, unary_float_op, false)
 EMBER_UNARY_OP(erfinv, UnaryOp::kErfinv, unary_float_op, false)
+EMBER_UNARY_OP(lgamma, UnaryOp::kLgamma, unary_float_op, false)
+EMBER_UNARY_OP(digamma, UnaryOp::kDigamma, unary_float_op, false)
 #undef EMBER_UNARY_OP
+
+// polygamma of order 0 (digamma) and 1 (trigamma); higher orders take the CPU fallback.
+at::Tensor& polygamma_out(int64_t n, const at::Tensor& self, at::Tensor& out) {
+    auto iter = TensorIterator::unary_float_op(out, self);
+    if ((n != 0 && n != 1) || !native_compute(iter, false)) return cpu<ATEN_OP2(polygamma, out)>(n, self, out);
+    queue_unary(n == 0 ? UnaryOp::kDigamma : UnaryOp::kTrigamma, iter);
+    return out;
+}
+
+at::Tensor polygamma_fn(int64_t n, const at::Tensor& self) {
+    at::Tensor out;
+    auto iter = TensorIterator::unary_float_op(out, self);
+    if ((n != 0 && n != 1) || !native_compute(iter, false)) return cpu<ATEN_OP(polygamma)>(n, self);
+    queue_unary(n == 0 ? UnaryOp::kDigamma : UnaryOp::kTrigamma, iter);
+    return iter.output();
+}
+
+at::Tensor& polygamma__fn(at::Tensor& self, int64_t n) {
+    auto iter = TensorIterator::unary_float_op(self, self);
+    if ((n != 0 && n != 1) || !native_compute(iter, false)) return cpu<ATEN_OP(polygamma_)>(self, n);
+    queue_unary(n == 0 ? UnaryOp::kDigamma : UnaryOp::kTrigamma, iter);
+    return self;
+}
 
 // ---- two-argument math: atan2 (integers promote to float), hypot (floating inputs only; the
 // CPU fallback refuses the rest as the CPU does) ----------------------------------------------
@@ -147,7 +172,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     EMBER_REGISTER_UNARY(exp2)
     EMBER_REGISTER_UNARY(erfc)
     EMBER_REGISTER_UNARY(erfinv)
+    EMBER_REGISTER_UNARY(lgamma)
+    EMBER_REGISTER_UNARY(digamma)
 #undef EMBER_REGISTER_UNARY
+    m.impl("polygamma", polygamma_fn);
+    m.impl("polygamma_", polygamma__fn);
+    m.impl("polygamma.out", polygamma_out);
     m.impl("atan2", atan2_fn);
     m.impl("atan2_", atan2__fn);
     m.impl("atan2.out", atan2_out);

@@ -44,6 +44,9 @@ enum class UnaryOp : int8_t {
     kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
     kLog2, kLog10, kExp2, kErfc,
     kErfinv,    // inverse of erf on (-1, 1): +-inf at +-1, NaN outside
+    kLgamma,    // log |gamma(x)|
+    kDigamma,   // psi(x) = d/dx lgamma(x); -inf at +0, +inf at -0, NaN at negative integers
+    kTrigamma,  // psi'(x) (polygamma of order 1)
 };
 
 enum class BinaryOp : int8_t {

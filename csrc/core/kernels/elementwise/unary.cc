@@ -55,6 +55,54 @@ inline double erfinv(double y) {
     return x;
 }
 
+// lgamma through the reentrant forms: plain lgamma writes the global signgam from every thread.
+inline float lgam(float x) {
+    int sign;
+    return lgammaf_r(x, &sign);
+}
+inline double lgam(double x) {
+    int sign;
+    return lgamma_r(x, &sign);
+}
+
+// digamma (psi): reflection psi(x) = psi(1 - x) - pi / tan(pi x) below zero, the recurrence
+// psi(x) = psi(x + 1) - 1/x up to x >= 10, then the asymptotic series in 1/x^2 (Bernoulli
+// numbers B2k / 2k). Poles (0, negative integers) as PyTorch: -inf at +0, +inf at -0, NaN below.
+inline double digamma(double x) {
+    if (x == 0) return std::copysign(std::numeric_limits<double>::infinity(), -x);
+    if (x < 0) {
+        if (x == std::trunc(x)) return std::numeric_limits<double>::quiet_NaN();
+        return digamma(1 - x) - M_PI / std::tan(M_PI * (x - std::trunc(x)));
+    }
+    double acc = 0;
+    for (; x < 10; x += 1) acc -= 1 / x;
+    if (x == 10) return acc + 2.25175258906672110764;  // psi(10), exactly
+    if (x >= 1e17) return acc + std::log(x);
+    const double z = 1 / (x * x);
+    const double series =
+        z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132 - z * (691.0 / 32760 - z / 12))))));
+    return acc + std::log(x) - 0.5 / x - series;
+}
+
+// trigamma (psi'): reflection below 1/2, six recurrence steps, then the asymptotic series, in
+// the input's precision as PyTorch computes it (near the poles the result is rounding noise,
+// and matching the CPU's noise is what keeps float results comparable).
+template <typename T>
+inline T trigamma(T x) {
+    const T pi = static_cast<T>(M_PI);
+    T sign = 1, acc = 0;
+    if (x < T(0.5)) {
+        const T s = std::sin(pi * x);
+        sign = -1;
+        acc -= pi * pi / (s * s);
+        x = 1 - x;
+    }
+    for (int i = 0; i < 6; ++i, x += 1) acc += 1 / (x * x);
+    const T ixx = 1 / (x * x);
+    acc += (1 + 1 / (2 * x) + ixx * (T(1) / 6 - ixx * (T(1) / 30 - ixx * (T(1) / 42)))) / x;
+    return sign * acc;
+}
+
 // One body for float and double: the math is the same, the precision follows the type.
 #define EMBER_UNARY_BODY(T)                                                        \
     switch (op) {                                                                  \
@@ -102,6 +150,9 @@ inline double erfinv(double y) {
         case UnaryOp::kExp2: for (int64_t i = 0; i < n; ++i) y[i] = std::exp2(x[i]); break; \
         case UnaryOp::kErfc: for (int64_t i = 0; i < n; ++i) y[i] = std::erfc(x[i]); break; \
         case UnaryOp::kErfinv: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(erfinv(x[i])); break; \
+        case UnaryOp::kLgamma: for (int64_t i = 0; i < n; ++i) y[i] = lgam(x[i]); break; \
+        case UnaryOp::kDigamma: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(digamma(x[i])); break; \
+        case UnaryOp::kTrigamma: for (int64_t i = 0; i < n; ++i) y[i] = trigamma<T>(x[i]); break; \
     }
 
 EMBER_SIMD_CLONES void unary_f32(UnaryOp op, float* y, const float* x, int64_t n) { EMBER_UNARY_BODY(float) }
@@ -159,7 +210,7 @@ const char* op_name(UnaryOp op) {
                                   "log1p", "expm1", "gelu", "gelu_tanh", "softplus", "floor",
                                   "ceil", "trunc", "round", "sign", "bitwise_not", "tan", "asin",
                                   "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
-                                  "log10", "exp2", "erfc", "erfinv"};
+                                  "log10", "exp2", "erfc", "erfinv", "lgamma", "digamma", "trigamma"};
     return names[static_cast<int>(op)];
 }
 
