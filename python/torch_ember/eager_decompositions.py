@@ -58,7 +58,6 @@ OPS = (
     "nansum", "nansum.out",
     "nll_loss2d_backward", "nll_loss2d_backward.grad_input", "nll_loss2d_forward", "nll_loss2d_forward.output",
     "nll_loss_backward.grad_input", "nll_loss_forward.output",
-    "prod", "prod.dim_int",
     "reflection_pad1d", "reflection_pad1d.out", "reflection_pad1d_backward", "reflection_pad1d_backward.grad_input",
     "reflection_pad2d", "reflection_pad2d.out", "reflection_pad2d_backward", "reflection_pad2d_backward.grad_input",
     "reflection_pad3d", "reflection_pad3d.out", "reflection_pad3d_backward", "reflection_pad3d_backward.grad_input",
@@ -86,7 +85,7 @@ OPS = (
     "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar", "isin.Tensor_Scalar_out",
     "isin.Tensor_Tensor", "isin.Tensor_Tensor_out",
     "remainder.Scalar_Tensor", "round.decimals", "round.decimals_out", "round_.decimals",
-    "signbit", "signbit.out", "var.correction_out", "prod.int_out", "nan_to_num.out",
+    "signbit", "signbit.out", "var.correction_out", "nan_to_num.out",
     "upsample_bicubic2d", "upsample_bicubic2d.out",
     "bucketize.Tensor", "bucketize.Tensor_out",
     # Ember's own decompositions (OWN, below): backward ops torch._decomp has none for.

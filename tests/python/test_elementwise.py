@@ -355,6 +355,18 @@ def test_polygamma_and_distributions_log_probs(dtype, native_only):
         torch.testing.assert_close(got, want)
 
 
+def test_bool_add_and_integer_powers(native_only):
+    a, b = torch.tensor([True, False, True, False]), torch.tensor([False, False, True, True])
+    assert torch.equal((a.to("ember") + b.to("ember")).cpu(), a + b)  # logical or
+    assert torch.equal(torch.add(a.to("ember"), b.to("ember"), alpha=False).cpu(), torch.add(a, b, alpha=False))
+    i = torch.arange(-5, 6)
+    for e in (2, 3):
+        got = i.to("ember") ** e
+        assert got.dtype == i.dtype and torch.equal(got.cpu(), i ** e)
+    with pytest.raises(RuntimeError, match="Subtraction.*bool"):
+        a.to("ember") - b.to("ember")
+
+
 def test_integer_inputs_promote_like_cpu(native_only):
     i = torch.tensor([1, 2, 5])
     for name in ("asin", "log2", "erfinv", "atan"):

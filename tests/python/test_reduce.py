@@ -118,3 +118,23 @@ def test_sums_over_nothing_run_natively(native_only):
             got, want = f(x.to("ember")), f(x)
             assert got.dtype == want.dtype and got.shape == want.shape
             torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("case", ["float", "int", "bool", "bf16", "int32_as_double", "empty", "nan"])
+def test_prod_matches_cpu(case, native_only):
+    gen = torch.Generator().manual_seed(9)
+    x = {"float": torch.rand(3, 5, 4, generator=gen) + 0.5, "int": torch.randint(-3, 4, (3, 5, 4), generator=gen),
+         "bool": torch.randint(0, 2, (3, 5), generator=gen).bool(),
+         "bf16": (torch.rand(4, 6, generator=gen) + 0.5).bfloat16(),
+         "int32_as_double": torch.randint(1, 200, (40, 2), generator=gen, dtype=torch.int32),
+         "empty": torch.empty(0, 3), "nan": torch.tensor([[1.0, float("nan"), 2.0]])}[case]
+    tol = dict(rtol=1e-2, atol=1e-2) if case == "bf16" else {}
+    for f in (lambda t: t.prod(), lambda t: t.prod(0), lambda t: t.prod(-1, keepdim=True),
+              lambda t: t.prod(0, dtype=torch.float64)):
+        want, got = f(x), f(x.to("ember")).cpu()
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, equal_nan=True, **tol)
+    if x.is_floating_point() and x.numel():
+        xc, xe = x.double().requires_grad_(), x.double().to("ember").requires_grad_()
+        torch.testing.assert_close(torch.autograd.grad(xe.prod(-1).sum(), xe)[0].cpu(),
+                                   torch.autograd.grad(xc.prod(-1).sum(), xc)[0], equal_nan=True)

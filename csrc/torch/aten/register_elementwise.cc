@@ -1,6 +1,7 @@
 // Elementwise ops on core's engine: arithmetic, comparisons and activations, each in its
 // functional, in-place and out= form. A dtype the engine does not compute (complex; bool for
-// arithmetic; integer pow) goes to the visible CPU fallback, so every result matches CPU.
+// arithmetic other than add and mul; integer pow beyond squares and cubes) goes to the visible
+// CPU fallback, so every result matches CPU.
 #include <ATen/Operators.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
@@ -27,7 +28,8 @@ at::Tensor scalar_tensor(const c10::Scalar& s) {
     return t;
 }
 
-// ---- add / sub: out = self +- alpha * other ------------------------------------------------
+// ---- add / sub: out = self +- alpha * other (bool + bool is logical or: 0/1 sums stored back as
+// bools; bool - bool is refused, by the CPU fallback's check) ---------------------------------
 
 template <BinaryOp kOp>
 void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, const at::Tensor& other,
@@ -40,14 +42,14 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
     at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) { \
         at::Tensor out;                                                                                \
         auto iter = TensorIterator::binary_op(out, self, other);                                       \
-        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name, Tensor)>(self, other, alpha);       \
+        if (!native_compute(iter, true, kOp == BinaryOp::kAdd)) return cpu<ATEN_OP2(name, Tensor)>(self, other, alpha);       \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
         queue_binary(kOp, iter, alpha);                                                                \
         return iter.output();                                                                          \
     }                                                                                                  \
     at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {    \
         auto iter = TensorIterator::binary_op(self, self, other);                                      \
-        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other, alpha);    \
+        if (!native_compute(iter, true, kOp == BinaryOp::kAdd)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other, alpha);    \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
         queue_binary(kOp, iter, alpha);                                                                \
         return self;                                                                                   \
@@ -55,7 +57,7 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
     at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,   \
                            at::Tensor& out) {                                                          \
         auto iter = TensorIterator::binary_op(out, self, other);                                       \
-        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name, out)>(self, other, alpha, out);     \
+        if (!native_compute(iter, true, kOp == BinaryOp::kAdd)) return cpu<ATEN_OP2(name, out)>(self, other, alpha, out);     \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
         queue_binary(kOp, iter, alpha);                                                                \
         return out;                                                                                    \
@@ -360,6 +362,14 @@ at::Tensor& pow__tensor(at::Tensor& self, const at::Tensor& exponent) {
 at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
     at::ScalarType result = at::result_type(self, exponent);
     bool floating = at::isFloatingType(result);
+    if (!floating && at::isIntegralType(result, /*includeBool=*/false) && exponent.isIntegral(false) &&
+        (exponent.equal(2) || exponent.equal(3)) && out.scalar_type() == result) {
+        // Integer squares and cubes (positions squared in a distance table) as exact products.
+        at::Tensor base = self.to(result);
+        at::Tensor prod = exponent.equal(2) ? base.mul(base) : base.mul(base).mul_(base);
+        resize_out(out, prod.sizes());
+        return out.copy_(prod);
+    }
     if (!floating || exponent.isComplex()) {
         return cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(self, exponent, out);
     }

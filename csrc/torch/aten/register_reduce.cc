@@ -106,6 +106,41 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
     return out;
 }
 
+// prod over one dim or all of them; a product over nothing is 1. Same dtype rule as sum.
+at::Tensor& prod_into(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+    Plan p = make_plan(self, dim, keepdim);
+    resize_out(out, p.out_shape);
+    if (self.numel() == 0) return out.fill_(1);
+    // The product is formed in the result's dtype, as on CPU (int32 values multiplied as float64
+    // when dtype=float64 is asked for).
+    const at::Tensor in = self.scalar_type() == out.scalar_type() ? self : self.to(out.scalar_type());
+    queue_reduce(ReduceOp::kProd, in, p, out);
+    return out;
+}
+
+bool prod_native(const at::Tensor& self, const at::Tensor& out, std::optional<c10::ScalarType> dtype) {
+    return !self.is_complex() && plain_dtype(out.scalar_type()) && out.scalar_type() == sum_dtype(self, dtype);
+}
+
+at::Tensor& prod_int_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                         at::Tensor& out) {
+    if (!prod_native(self, out, dtype)) return cpu<ATEN_OP2(prod, int_out)>(self, dim, keepdim, dtype, out);
+    return prod_into(self, at::IntArrayRef{dim}, keepdim, dtype, out);
+}
+
+at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+    at::Tensor out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
+    if (!prod_native(self, out, dtype)) return cpu<ATEN_OP2(prod, dim_int)>(self, dim, keepdim, dtype);
+    return prod_into(self, at::IntArrayRef{dim}, keepdim, dtype, out);
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+    at::Tensor out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
+    if (!prod_native(self, out, dtype)) return cpu<ATEN_OP(prod)>(self, dtype);
+    return prod_into(self, std::nullopt, false, dtype, out);
+}
+
 at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<c10::ScalarType> dtype) {
     if (self.is_complex()) return cpu<ATEN_OP2(sum, dim_IntList)>(self, dim, keepdim, dtype);
@@ -320,6 +355,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("sum", sum_all);
     m.impl("sum.dim_IntList", sum_dim);
     m.impl("sum.IntList_out", sum_out);
+    m.impl("prod", prod_all);
+    m.impl("prod.dim_int", prod_dim);
+    m.impl("prod.int_out", prod_int_out);
     m.impl("mean", mean_all);
     m.impl("mean.dim", mean_dim);
     m.impl("mean.out", mean_out);
