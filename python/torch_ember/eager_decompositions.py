@@ -88,7 +88,9 @@ OPS = (
     "signbit", "signbit.out", "var.correction_out", "nan_to_num.out",
     "upsample_bicubic2d", "upsample_bicubic2d.out",
     "bucketize.Tensor", "bucketize.Tensor_out",
-    # Ember's own decompositions (OWN, below): backward ops torch._decomp has none for.
+    "linspace.out", "logspace.out", "addmv", "addmv.out", "mv", "mv.out", "exponential_",
+    # Ember's own decompositions (OWN, below): ops torch._decomp has none for.
+    "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -130,6 +132,50 @@ def _shrink_backward(grad, self, lambd):
     return torch.where(self.abs() > lambd, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
 
 
+def _masked_scatter_(self, mask, source):
+    """self's positions where `mask` (broadcast to self) is true, in row-major order, take
+    source's first elements (masked_select's backward runs this)."""
+    if mask.dtype != torch.bool or source.dtype != self.dtype or source.device != self.device:
+        return NotImplemented
+    positions = mask.expand(self.shape).reshape(-1).nonzero().squeeze(1)  # waits for the count
+    n = positions.numel()
+    if source.numel() < n:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    values = source.reshape(-1)[:n]
+    if self.is_contiguous():
+        self.view(-1).index_put_((positions,), values)
+        return self
+    dense = self.contiguous()
+    dense.view(-1).index_put_((positions,), values)
+    return self.copy_(dense)
+
+
+def _bernoulli_tensor_(self, p, generator=None):
+    """self = (U < p) per element with U uniform on [0, 1): a draw from Bernoulli(p) (a different
+    stream of random numbers than the CPU's, as with every ember random op)."""
+    if p.is_complex() or p.device != self.device:
+        return NotImplemented
+    torch._assert_async(((p >= 0) & (p <= 1)).all(), "bernoulli_: p must be in [0, 1]")
+    u = torch.empty(self.shape, dtype=p.dtype if p.is_floating_point() else torch.float32,
+                    device=self.device).uniform_(generator=generator)
+    return self.copy_(u < p)
+
+
+def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """One sorted boundary vector: searchsorted is bucketize with the arguments swapped."""
+    if sorted_sequence.dim() != 1 or sorter is not None or values.dtype != sorted_sequence.dtype:
+        return NotImplemented
+    return torch.bucketize(values, sorted_sequence, out_int32=out_int32, right=right or side == "right")
+
+
+def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None, out):
+    r = _searchsorted(sorted_sequence, values, out_int32=out_int32, right=right, side=side, sorter=sorter)
+    if r is NotImplemented:
+        return r
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
 def _with_out(fn):
     def run(*args, grad_input):
         r = fn(*args)
@@ -145,7 +191,12 @@ OWN = {
     **{f"replication_pad{n}d_backward.grad_input": _with_out(_replication_pad_backward) for n in (1, 2, 3)},
     "softshrink_backward": _shrink_backward, "softshrink_backward.grad_input": _with_out(_shrink_backward),
     "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
+    "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,
+    "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
 }
+# Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
+# their compositions read a count back from the device (masked_scatter_) or mutate in place.
+EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor"})
 _active = threading.local()
 _lib = None
 

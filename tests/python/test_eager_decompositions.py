@@ -74,6 +74,15 @@ CASES = {
                                       out_int32=True), [X]),
     "max_unpool2d": (lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2, output_size=(6, 4)),
                      [IMG[..., :4]]),
+    "linspace_logspace": (lambda x: x * torch.linspace(-2.5, 3, 5, device=x.device, dtype=x.dtype)
+                          + torch.logspace(-1, 1.5, 5, device=x.device, dtype=x.dtype), [X]),
+    "mv_addmv": (lambda m, v: m[0] @ v[0, :, 0] + torch.addmv(m[1, :, 0], m[0], v[0, :, 2], beta=0.5, alpha=2),
+                 [X, T.transpose(1, 2)]),
+    "masked_select_backward": (lambda x: x.masked_select(x > 0.2).square(), [X]),
+    "masked_scatter": (lambda x, t: x.masked_scatter(t > 0.5, x.flip(0) * 3), [X, T]),
+    "searchsorted": (lambda x: x * torch.searchsorted(torch.tensor([-1.0, 0.0, 0.5], device=x.device, dtype=x.dtype), x)
+                     + x * torch.searchsorted(torch.tensor([-1.0, 0.0, 0.5], device=x.device, dtype=x.dtype), x,
+                                              side="right", out_int32=True), [X]),
 }
 
 
@@ -92,12 +101,9 @@ def run(fn, inputs, device, dtype):
 ON_CPU = {
     "multi_margin_loss": {"aten::multi_margin_loss_backward"},
     "max_pool3d": {"aten::max_pool3d_with_indices_backward"},
-    "adaptive_max_pool2d": {"aten::adaptive_max_pool2d", "aten::adaptive_max_pool2d_backward.grad_input"},
     "bicubic": {"aten::upsample_bicubic2d_backward.grad_input"},
     "bicubic_align": {"aten::upsample_bicubic2d_backward.grad_input"},
     "take": {"aten::put_"},
-    "prod": {"aten::prod.dim_int"},
-    "cumprod": {"aten::prod.dim_int"},
     "logaddexp": {"aten::mul.Tensor"},
     "copysign": {"aten::signbit"},
     "fmax_fmin": {"aten::fmax", "aten::fmin"},

@@ -364,3 +364,20 @@ def test_randint_wide_range_and_bad_bounds():
     assert r.min() >= -(2**62) and r.max() < 2**62 and r.abs().max() > 2**40
     with pytest.raises(RuntimeError, match="from.*less than.*to"):
         torch.empty(3, device="ember", dtype=torch.int64).random_(5, 5)
+
+
+def test_bernoulli_with_probability_tensor_and_exponential_run_natively(native_only):
+    # Statistics, not values: ember's random stream is its own (as CUDA's is).
+    torch.manual_seed(0)
+    p = torch.linspace(0.05, 0.95, 10).repeat_interleave(4000)
+    draws = torch.bernoulli(p.to("ember")).cpu()
+    assert set(draws.unique().tolist()) <= {0.0, 1.0}
+    torch.testing.assert_close(draws.view(10, -1).mean(1), p.view(10, -1)[:, 0], atol=0.03, rtol=0)
+    with pytest.raises(RuntimeError, match="p must be in"):
+        torch.empty(3, device="ember").bernoulli_(torch.tensor([0.5, 1.5, 0.2], device="ember"))
+        torch.ember.synchronize()
+    torch.ember.synchronize()
+    e = torch.empty(40000, device="ember").exponential_(2.0).cpu()
+    assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.02 and abs(e.std().item() - 0.5) < 0.03
+    hard = torch.nn.functional.gumbel_softmax(torch.randn(8, 5, device="ember"), tau=0.5, hard=True).cpu()
+    assert torch.equal(hard.sum(-1), torch.ones(8)) and set(hard.unique().tolist()) == {0.0, 1.0}

@@ -41,10 +41,12 @@ def decomposition_table() -> dict:
         if torch._C.DispatchKey.Autograd in op.py_kernels:
             del op.py_kernels[torch._C.DispatchKey.Autograd]
             op._dispatch_cache.clear()
-    # Backward ops torch._decomp has no decomposition for, decomposed as eager mode runs them.
-    from ..eager_decompositions import OWN
+    # Ops torch._decomp has no decomposition for, decomposed as eager mode runs them.
+    from ..eager_decompositions import EAGER_ONLY, OWN
 
     for name, fn in OWN.items():
+        if name in EAGER_ONLY:
+            continue
         base, _, overload = name.partition(".")
         table.setdefault(getattr(getattr(aten, base), overload or "default"), fn)
     return table
