@@ -90,7 +90,7 @@ OPS = (
     "bucketize.Tensor", "bucketize.Tensor_out",
     "linspace.out", "logspace.out", "addmv", "addmv.out", "mv", "mv.out", "exponential_",
     # Ember's own decompositions (OWN, below): ops torch._decomp has none for.
-    "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out",
+    "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out", "multinomial",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -176,6 +176,35 @@ def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, 
     return out.copy_(r)
 
 
+def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    """Draws by inverse CDF (with replacement, or one draw) and by the exponential-race form of
+    the Gumbel top-k trick (without replacement: the k largest p_i / E_i, E_i ~ Exp(1), are an
+    exact weighted draw without replacement). Invalid distributions fail at the next
+    synchronize, as CUDA's device-side checks do; the CPU fails at once."""
+    if self.dim() not in (1, 2) or num_samples <= 0 or self.shape[-1] == 0:
+        return NotImplemented  # the CPU's errors
+    k = self.shape[-1]
+    if not replacement and num_samples > k:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    p = self if self.dim() == 2 else self[None]
+    p = p.float() if p.dtype in (torch.float16, torch.bfloat16) else p
+    torch._assert_async(((p >= 0) & torch.isfinite(p)).all(),
+                        "probability tensor contains either `inf`, `nan` or element < 0")
+    total = p.sum(-1, keepdim=True)
+    torch._assert_async((total > 0).all(), "invalid multinomial distribution (sum of probabilities <= 0)")
+    if replacement or num_samples == 1:
+        cdf = (p / total).cumsum(-1)
+        u = torch.empty(p.shape[0], num_samples, dtype=p.dtype, device=p.device).uniform_(generator=generator)
+        idx = (cdf[:, None, :] <= u[..., None]).sum(-1)
+        # Rounding can leave cdf[-1] just under u: take the last category with mass instead.
+        last = torch.where(p > 0, torch.arange(k, device=p.device), 0).amax(-1, keepdim=True)
+        idx = torch.minimum(idx, last)
+    else:
+        race = p / torch.empty_like(p).exponential_(generator=generator)
+        idx = race.topk(num_samples, -1).indices
+    return idx if self.dim() == 2 else idx[0]
+
+
 def _with_out(fn):
     def run(*args, grad_input):
         r = fn(*args)
@@ -193,10 +222,11 @@ OWN = {
     "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
     "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,
     "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
+    "multinomial": _multinomial,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
-EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor"})
+EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial"})
 _active = threading.local()
 _lib = None
 

@@ -381,3 +381,23 @@ def test_bernoulli_with_probability_tensor_and_exponential_run_natively(native_o
     assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.02 and abs(e.std().item() - 0.5) < 0.03
     hard = torch.nn.functional.gumbel_softmax(torch.randn(8, 5, device="ember"), tau=0.5, hard=True).cpu()
     assert torch.equal(hard.sum(-1), torch.ones(8)) and set(hard.unique().tolist()) == {0.0, 1.0}
+
+
+def test_multinomial_draws_with_and_without_replacement(native_only):
+    torch.manual_seed(0)
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 1.0, 1.0]])
+    d = torch.multinomial(p.to("ember"), 20000, replacement=True).cpu()
+    assert d.dtype == torch.int64 and d.shape == (2, 20000)
+    freq = torch.stack([torch.bincount(r, minlength=4).float() / 20000 for r in d])
+    torch.testing.assert_close(freq, p / p.sum(-1, keepdim=True), atol=0.02, rtol=0)
+    w = torch.stack([torch.multinomial(p[0].to("ember"), 3) for _ in range(3000)]).cpu()
+    assert all(len(set(r.tolist())) == 3 for r in w)  # without replacement
+    second = torch.bincount(w[:, 1], minlength=4).float() / 3000
+    expected = torch.tensor([sum(p[0, i] * p[0, j] / (1 - p[0, i]) for i in range(4) if i != j) for j in range(4)])
+    torch.testing.assert_close(second, expected, atol=0.03, rtol=0)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(p.to("ember"), 5)
+    with pytest.raises(RuntimeError, match="element < 0"):
+        torch.multinomial(torch.tensor([-1.0, 1.0], device="ember"), 1)
+        torch.ember.synchronize()
+    torch.ember.synchronize()
