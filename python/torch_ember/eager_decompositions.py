@@ -176,6 +176,15 @@ def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, 
     return out.copy_(r)
 
 
+def _exponential_(self, lambd=1.0, *, generator=None):
+    """-log(1 - U) / lambd with U uniform on [0, 1) (PyTorch's reference form rejects a
+    generator argument)."""
+    if lambd <= 0:
+        return NotImplemented  # the CPU's error
+    u = torch.empty_like(self).uniform_(generator=generator)
+    return self.copy_(u.neg_().log1p_().div_(-lambd))
+
+
 def _multinomial(self, num_samples, replacement=False, *, generator=None):
     """Draws by inverse CDF (with replacement, or one draw) and by the exponential-race form of
     the Gumbel top-k trick (without replacement: the k largest p_i / E_i, E_i ~ Exp(1), are an
@@ -200,7 +209,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
         last = torch.where(p > 0, torch.arange(k, device=p.device), 0).amax(-1, keepdim=True)
         idx = torch.minimum(idx, last)
     else:
-        race = p / torch.empty_like(p).exponential_(generator=generator)
+        race = p / _exponential_(torch.empty_like(p), generator=generator)
         idx = race.topk(num_samples, -1).indices
     return idx if self.dim() == 2 else idx[0]
 
@@ -222,7 +231,7 @@ OWN = {
     "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
     "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,
     "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
-    "multinomial": _multinomial,
+    "multinomial": _multinomial, "exponential_": _exponential_,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
