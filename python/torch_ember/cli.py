@@ -12,7 +12,8 @@ COMMANDS = {
     "cache": ("torch_ember.compile.cache_cli",
               "inspect or clear the compiled-graph cache (info | clear)"),
     "conformance": ("torch_ember.conformance.run",
-                    "run PyTorch's OpInfo database on ember and compare with the CPU"),
+                    "run PyTorch's OpInfo database (or module_db, or the op properties) on ember and "
+                    "compare with the CPU"),
     "kb": ("torch_ember.kb.cli", "the knowledge base of runs: list, search, compare, report"),
     "ops": ("torch_ember.compile.ops_cli",
             "the op table: each ATen op's eager kernel and compiler route (fused, library, ...)"),

@@ -65,14 +65,15 @@ def error_text(e: BaseException) -> str:
     return truncate(f"{type(e).__name__}: {e}")
 
 
-def tolerances(op, dtype: torch.dtype) -> dict[torch.dtype, tuple[float, float]]:
-    """{dtype: (rtol, atol)}: the largest tolerance override the OpInfo declares for `dtype` in
-    a cross-device test (empty if none); comparisons take the larger of it and the defaults."""
+def tolerances(op, dtype: torch.dtype, tests=_TOLERANCE_TESTS) -> dict[torch.dtype, tuple[float, float]]:
+    """{dtype: (rtol, atol)}: the largest tolerance override the OpInfo (or ModuleInfo) declares
+    for `dtype` in one of `tests`, the cross-device ones by default (empty if none); comparisons
+    take the larger of it and the defaults."""
     from torch.testing._internal.common_device_type import toleranceOverride
 
     found = {}
     for info in op.decorators or ():
-        if getattr(info, "test_name", None) not in _TOLERANCE_TESTS:
+        if getattr(info, "test_name", None) not in tests:
             continue
         if info.dtypes is not None and dtype not in info.dtypes:
             continue
@@ -139,12 +140,17 @@ def _to_device(x):
 
 
 def to_ember(tree, keep_grad: bool = False):
-    """Copy every tensor in `tree` to ember (as fresh leaves when `keep_grad`); keep the rest."""
+    """Copy every tensor in `tree` to ember (as fresh leaves when `keep_grad`); keep the rest.
+    A tensor that appears twice is copied once: samples pass one tensor as two arguments
+    (KLDivLoss's input and target), and its gradient is the sum over both uses."""
+    moved: dict[int, torch.Tensor] = {}
+
     def move(x):
         if isinstance(x, torch.Tensor):
-            if keep_grad:
-                return x.detach().to(DEVICE).requires_grad_(x.requires_grad)
-            return x.to(DEVICE)
+            if id(x) not in moved:
+                moved[id(x)] = (x.detach().to(DEVICE).requires_grad_(x.requires_grad) if keep_grad
+                                else x.to(DEVICE))
+            return moved[id(x)]
         return _to_device(x)
     return pytree.tree_map(move, tree)
 
@@ -226,9 +232,12 @@ def _cpu_call(fn):
     return out, None, bool(drew)
 
 
-def _ember_call(fn):
-    """Run `fn` on ember under fresh fallback counters: (result on the CPU, error, fallen back)."""
-    torch_ember.reset_fallback_stats()
+def _ember_call(fn, fresh: bool = True):
+    """Run `fn` on ember under fresh fallback counters: (result on the CPU, error, fallen back).
+    `fresh=False` keeps counting from the caller's reset, for checks that make several calls
+    per sample and report everything that fell back in any of them."""
+    if fresh:
+        torch_ember.reset_fallback_stats()
     try:
         out = fn()
         torch.ember.synchronize()  # kernel errors are asynchronous: surface them here
@@ -306,6 +315,24 @@ def _as_cpu_dtypes(actual, expected):
     return pytree.tree_unflatten(cast, spec)
 
 
+def compare_outputs(op, sample, actual, expected, overrides, shape_only: bool = False) -> str | None:
+    """compare() for an op's outputs, with the op's own conventions: outputs in the CPU's dtype
+    for DEVICE_DTYPE_OPS, and sort indices of equal elements checked by what they select."""
+    got = _as_cpu_dtypes(actual, expected) if op.name in DEVICE_DTYPE_OPS else actual
+    d = compare(got, expected, overrides, shape_only)
+    return None if d is not None and _same_selection(op, sample, actual, expected) else d
+
+
+class SparseOutput(Exception):
+    """Raised by a check's call when the op returned a sparse tensor: out of scope, skipped."""
+
+
+def dense(out):
+    if non_strided(out):
+        raise SparseOutput()
+    return out
+
+
 def check_forward(op, sample, overrides, shape_only: bool) -> Outcome:
     if non_strided((sample.input, sample.args, sample.kwargs)):
         return Outcome("skip", message="sparse layout")
@@ -321,12 +348,8 @@ def check_forward(op, sample, overrides, shape_only: bool) -> Outcome:
     ember_op = _ember_op(op)
     actual, ember_err, fallback = _ember_call(
         lambda: sample.output_process_fn_grad(ember_op(e_in, *e_args, **e_kwargs)))
-    def diff():
-        got = _as_cpu_dtypes(actual, expected) if op.name in DEVICE_DTYPE_OPS else actual
-        d = compare(got, expected, overrides, shape_only or random)
-        return None if d is not None and _same_selection(op, sample, actual, expected) else d
-
-    return _verdict(cpu_err, ember_err, fallback, diff)
+    return _verdict(cpu_err, ember_err, fallback, lambda: compare_outputs(
+        op, sample, actual, expected, overrides, shape_only or random))
 
 
 SPARSE = "sparse output"

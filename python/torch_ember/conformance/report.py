@@ -9,21 +9,37 @@ CLASSES = ("native-pass", "fallback-pass", "fail", "skipped")
 COMPILED_CLASSES = ("compiled-pass", "compile-error", "wrong", "crash", "skipped")
 FAILING = ("fail", "compile-error", "wrong", "crash")
 PASSES = ("forward", "backward")
+# What each suite's rows are: the report's wording, not the checks.
+TITLES = {"ops": "ember OpInfo conformance", "modules": "ember module_db conformance",
+          "properties": "ember OpInfo property conformance"}
+ENTRIES = {"ops": "OpInfos", "modules": "modules", "properties": "OpInfos"}
 
 
 def classes(compiled: bool) -> tuple:
     return COMPILED_CLASSES if compiled else CLASSES
 
 
+def _passes(row) -> list[str]:
+    """The result columns of a row, in its order: forward/backward, or one per property."""
+    return [k for k, v in row.items() if isinstance(v, dict) and "status" in v]
+
+
 def _entries(results):
-    """(row, pass name, result) for every forward and backward result."""
+    """(row, pass name, result) for every result of every row."""
     for row in results:
-        for kind in PASSES:
-            if kind in row:
-                yield row, kind, row[kind]
+        for kind in _passes(row):
+            yield row, kind, row[kind]
 
 
-def failures(results, compiled: bool = False) -> list[dict]:
+def _replay(row, kind, res, compiled: bool, mode: str) -> str:
+    """The harness on just this entry, dtype (and property); samples come out the same."""
+    what = {"modules": f"--modules {row['op']}",
+            "properties": f"--properties {kind} --ops {row['op']}"}.get(mode, f"--ops {row['op']}")
+    return (f"python -m torch_ember.cli conformance {what} --dtypes {row['dtype']} --no-isolate "
+            f"{'--compiled ' if compiled else ''}--max-samples {(res.get('sample_index') or 0) + 1}")
+
+
+def failures(results, compiled: bool = False, mode: str = "ops") -> list[dict]:
     """Failures as flat dicts; `native` means the failing sample ran with no fallback at all,
     so an ember kernel computed the wrong thing; `crash` that it killed the process."""
     out = []
@@ -35,30 +51,31 @@ def failures(results, compiled: bool = False) -> list[dict]:
                         "sample": res.get("sample", ""), "sample_index": res.get("sample_index"),
                         "failed_samples": res.get("failed_samples"), "samples": res.get("samples"),
                         "fallback_ops": res.get("sample_fallback", []),
-                        # The harness on just this op and dtype; samples come out the same.
-                        "replay": f"python -m torch_ember.cli conformance --ops {row['op']} "
-                                  f"--dtypes {row['dtype']} --no-isolate "
-                                  f"{'--compiled ' if compiled else ''}"
-                                  f"--max-samples {(res.get('sample_index') or 0) + 1}"})
+                        "replay": _replay(row, kind, res, compiled, mode)})
     return out
 
 
-def summarize(results, dtypes, compiled: bool = False) -> dict:
+def summarize(results, dtypes, compiled: bool = False, mode: str = "ops") -> dict:
     CLASSES = classes(compiled)
-    forward = {d: Counter() for d in dtypes}
-    backward = Counter()
+    counts: dict[str, dict[str, Counter]] = {}
     skip_reasons = Counter()
     fallback_ops = Counter()
     for row, kind, res in _entries(results):
-        (forward[row["dtype"]] if kind == "forward" else backward)[res["status"]] += 1
+        counts.setdefault(kind, {d: Counter() for d in dtypes})
+        counts[kind].setdefault(row["dtype"], Counter())[res["status"]] += 1
         if res["status"] == "skipped":
             skip_reasons[res.get("reason", "")] += 1
         fallback_ops.update(res.get("fallback_ops", []))
-    fails = failures(results, compiled)
+    fails = failures(results, compiled, mode)
+    table = lambda c: {k: c[k] for k in CLASSES}  # noqa: E731
+    backward = sum(counts.get("backward", {}).values(), Counter())
     return {
         "classes": list(CLASSES),
-        "forward": {d: {c: forward[d][c] for c in CLASSES} for d in dtypes},
-        "backward": {c: backward[c] for c in CLASSES},
+        "mode": mode,
+        # {pass: {dtype: {class: n}}}: forward and backward, or one entry per property.
+        "counts": {k: {d: table(c) for d, c in by_dtype.items()} for k, by_dtype in counts.items()},
+        "forward": {d: table(counts.get("forward", {}).get(d, Counter())) for d in dtypes},
+        "backward": table(backward),
         "skip_reasons": dict(skip_reasons.most_common()),
         # How many (op, dtype, pass) results each aten op fell back in: the kernels worth writing.
         "fallback_ops": dict(fallback_ops.most_common()),
@@ -71,10 +88,14 @@ def summarize(results, dtypes, compiled: bool = False) -> dict:
 def _count_table(summary) -> list[list[str]]:
     CLASSES = summary.get("classes", classes(False))
     rows = [["", *CLASSES]]
-    for d, counts in summary["forward"].items():
-        rows.append([d, *(str(counts[c]) for c in CLASSES)])
-    if any(summary["backward"].values()):
-        rows.append(["float32 backward", *(str(summary["backward"][c]) for c in CLASSES)])
+    counts = summary.get("counts")
+    if counts is None:  # a summary written before per-pass counts: forward by dtype, backward
+        counts = {"forward": summary["forward"], "backward": {"float32": summary["backward"]}}
+    for kind, by_dtype in counts.items():
+        for d, n in by_dtype.items():
+            if kind == "forward" or any(n.values()):
+                label = d if kind == "forward" else f"{d} {kind}"
+                rows.append([label, *(str(n[c]) for c in CLASSES)])
     total = [sum(int(r[i]) for r in rows[1:]) for i in range(1, len(CLASSES) + 1)]
     rows.append(["total", *map(str, total)])
     return rows
@@ -90,7 +111,8 @@ def format_summary(data, max_fallback_failures: int = 40) -> str:
     table = _count_table(s)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     mode = " (compiled: torch.compile(backend='ember', fullgraph=True))" if meta.get("compiled") else ""
-    lines = [f"ember OpInfo conformance{mode}: {meta['ops']} OpInfos, {meta['seconds']}s"]
+    suite = meta.get("suite", "ops")
+    lines = [f"{TITLES[suite]}{mode}: {meta['ops']} {ENTRIES[suite]}, {meta['seconds']}s"]
     lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
               for r in table]
     if s["skip_reasons"]:
@@ -142,9 +164,10 @@ def _detail(res) -> str:
 
 def to_markdown(data) -> str:
     s, meta = data["summary"], data["meta"]
-    title = "ember OpInfo conformance, compiled" if meta.get("compiled") else "ember OpInfo conformance"
+    suite = meta.get("suite", "ops")
+    title = TITLES[suite] + (", compiled" if meta.get("compiled") else "")
     out = [f"# {title}", "",
-           f"torch {meta['torch']}, torch_ember {meta['torch_ember']}: {meta['ops']} OpInfos, "
+           f"torch {meta['torch']}, torch_ember {meta['torch_ember']}: {meta['ops']} {ENTRIES[suite]}, "
            f"dtypes {', '.join(meta['dtypes'])}, up to {meta['max_samples']} samples each, "
            f"{meta['seconds']} s.", ""]
     counts = _count_table(s)
@@ -162,15 +185,17 @@ def to_markdown(data) -> str:
         out += ["", "## Ops that ran on the CPU fallback", ""]
         out += _md_table(["aten op", "results"], [[k, v] for k, v in s["fallback_ops"].items()])
     out += ["", "## All results", ""]
+    columns = list(PASSES) if suite != "properties" else \
+        list(dict.fromkeys(k for row in data["results"] for k in _passes(row)))
     rows = []
     for row in data["results"]:
-        fwd, bwd = row["forward"], row.get("backward")
-        fell = sorted(set(fwd.get("fallback_ops", [])) | set((bwd or {}).get("fallback_ops", [])))
-        detail = " / ".join(d for d in (_detail(fwd), _detail(bwd) and "backward: " + _detail(bwd))
-                            if d)
-        rows.append([row["op"], row["dtype"], _status_cell(fwd), _status_cell(bwd),
-                     ", ".join(fell), detail])
-    out += _md_table(["op", "dtype", "forward", "backward", "fell back", "detail"], rows)
+        res = [row.get(k) for k in columns]
+        fell = sorted({op for r in res if r for op in r.get("fallback_ops", [])})
+        detail = " / ".join(f"{k}: {_detail(r)}" if i or suite == "properties" else _detail(r)
+                            for i, (k, r) in enumerate(zip(columns, res)) if _detail(r))
+        rows.append([row["op"], row["dtype"], *map(_status_cell, res), ", ".join(fell), detail])
+    name = "module" if suite == "modules" else "op"
+    out += _md_table([name, "dtype", *columns, "fell back", "detail"], rows)
     return "\n".join(out) + "\n"
 
 

@@ -18,169 +18,70 @@ listed first in the summary, after any op that crashed or hung the process (from
 line the checks run in a child process, restarted after a crash: a crash costs one op, not the
 run).
 
+Two more runs use the same classes (modules.py, properties.py say exactly what they check):
+
+  --modules     PyTorch's module_db (nn layers, losses, norms; default float32) as test_modules.py
+                builds them, in training mode: one module built on the CPU and a deep copy moved
+                to ember, forward (outputs, buffers, inputs afterwards) and backward (gradients
+                of every parameter and floating input) compared. Lazy modules take the CPU's
+                parameters once initialised; random forwards are compared by shape only.
+  --properties  the op properties test_ops.py checks (default float32, int64, bool), one class
+                each: out (out= semantics: values, kept layout, resizing and its warning, dtype
+                errors, a CPU out= refused), noncontiguous (samples made noncontiguous on ember),
+                variants (method, in-place, operator, aliases against the CPU's and against the
+                function), bool_bytes (bool tensors holding bytes 2..255). A property PyTorch's
+                OpInfo expects to fail on the CPU or CUDA is skipped.
+
   python -m torch_ember.cli conformance --ops add,mm --dtypes float32      # a few ops
   python -m torch_ember.cli conformance --budget 1200 \\
       --json /tmp/conformance.json --markdown /tmp/conformance.md           # the full op_db
   python -m torch_ember.cli conformance --compiled --max-samples 2          # through torch.compile
+  python -m torch_ember.cli conformance --modules                           # all of module_db
+  python -m torch_ember.cli conformance --modules nn.Linear,nn.LSTM --dtypes float32,float64
+  python -m torch_ember.cli conformance --properties --max-samples 4        # every property
+  python -m torch_ember.cli conformance --properties out,variants --ops add,mul
 
-The full run takes a few minutes on two cores. `python -m torch_ember.conformance` and the
+The full op_db run takes a few minutes on two cores, --modules under a minute, --properties
+about two minutes at --max-samples 4. `python -m torch_ember.conformance` and the
 `ember conformance` script take the same options; from Python, `run.run(...)` returns the dict.
 """
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 import time
-import types
-import unittest
 import warnings
+from typing import Callable, NamedTuple
 
 import torch
 
 import torch_ember
 
 from . import check, report
+# Re-exported: callers (tests, isolate.py) address op_db through this module.
+from .opdb import (RANDOM_OPS, SKIP_OPS, dtype_name, full_name, load_op_db,  # noqa: F401
+                   parse_dtype, select_ops, skip_reason)
+from .samples import run_samples, skipped, skipped_row
 
 DEFAULT_DTYPES = ("float32", "bfloat16", "int64", "bool")
+# module_db's modules are floating only; the properties need bool for the bool-bytes check.
+DEFAULT_MODULE_DTYPES = ("float32",)
+DEFAULT_PROPERTY_DTYPES = ("float32", "int64", "bool")
 DEFAULT_MAX_SAMPLES = 8
 DEFAULT_OP_TIME_LIMIT = 5.0
 
-# Outputs drawn from an RNG or left uninitialised: ember's stream cannot match the CPU's, so
-# only shapes and dtypes are compared (and no gradients).
-RANDOM_OPS = frozenset({
-    "bernoulli", "cauchy", "empty", "empty_like", "empty_permuted", "empty_strided",
-    "exponential", "geometric", "log_normal", "multinomial", "new_empty", "new_empty_strided",
-    "nn.functional.alpha_dropout", "nn.functional.dropout", "nn.functional.dropout2d",
-    "nn.functional.dropout3d", "nn.functional.feature_alpha_dropout",
-    "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
-    "nn.functional.rrelu", "normal", "pca_lowrank", "rand_like", "randint", "randint_like",
-    "randn", "randn_like", "svd_lowrank", "uniform",
-})
 
-# OpInfos left out (by name, or name.variant for one variant), with the reason recorded.
-SKIP_OPS: dict[str, str] = {
-    # Its samples are views that as_strided reads past, into the rest of the base's storage; a
-    # copy to another device keeps only the view, so the CPU and ember read different memory.
-    "as_strided.partial_views": "reads storage outside the input view",
-}
+def op_passes(dtype, opts) -> tuple:
+    """An op row has a forward, and a backward for float32 unless gradients are off."""
+    return ("forward", "backward") if opts.get("backward", True) and dtype == torch.float32 \
+        else ("forward",)
 
 
-def load_op_db():
-    """op_db lives in torch's internal test package, whose common_utils imports `expecttest` for
-    expect-file tests only. Without it installed, a stand-in is enough for the harness."""
-    try:
-        import expecttest  # noqa: F401
-    except ModuleNotFoundError:
-        stub = types.ModuleType("expecttest")
-        stub.TestCase, stub.ACCEPT = unittest.TestCase, False
-        sys.modules["expecttest"] = stub
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    return op_db
-
-
-def full_name(op) -> str:
-    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
-
-
-def select_ops(op_db, names=None):
-    """All of op_db, or those whose name or name.variant is listed (a bare name takes every
-    variant)."""
-    if not names:
-        return list(op_db)
-    wanted = set(names)
-    chosen = [op for op in op_db if op.name in wanted or full_name(op) in wanted]
-    unknown = wanted - {op.name for op in chosen} - {full_name(op) for op in chosen}
-    if unknown:
-        raise ValueError(f"not in op_db: {', '.join(sorted(unknown))}")
-    return chosen
-
-
-def parse_dtype(name) -> torch.dtype:
-    if isinstance(name, torch.dtype):
-        return name
-    dtype = getattr(torch, str(name).removeprefix("torch."), None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"unknown dtype {name!r}")
-    return dtype
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _skipped(reason: str) -> dict:
-    return {"status": "skipped", "reason": reason}
-
-
-def _run_samples(op, dtype, requires_grad, check_fn, max_samples, deadline, trace) -> dict:
-    """Check up to `max_samples` samples (stopping at `deadline`) and fold them into one class.
-    `trace(index, sample)` is called before each sample is checked."""
-    start = time.monotonic()
-    torch.manual_seed(0)  # the same samples every run, so a failure can be replayed
-    ran = failures = 0
-    fallback: set[str] = set()
-    skip_reasons: set[str] = set()
-    first_fail, note = None, ""
-    try:
-        samples = iter(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
-    except Exception as e:
-        return _skipped("sample_inputs raised " + check.truncate(repr(e), 200))
-    for index in itertools.count():
-        if index >= max_samples:
-            break
-        if index and time.monotonic() > deadline:
-            note = f"time limit: stopped after {index} samples"
-            break
-        try:
-            sample = next(samples)
-        except StopIteration:
-            break
-        except Exception as e:
-            note = "sample_inputs raised " + check.truncate(repr(e), 200)
-            break
-        trace(index, sample)
-        try:
-            outcome = check_fn(sample)
-        except Exception as e:  # the harness's own copies to ember failed
-            outcome = check.Outcome("fail", check.fallback_ops(),
-                                    "harness: " + check.error_text(e))
-        if outcome.status == "skip":
-            skip_reasons.add(outcome.message)
-            continue
-        ran += 1
-        fallback.update(outcome.fallback)
-        if outcome.status == "fail":
-            failures += 1
-            if first_fail is None:
-                first_fail = {"message": outcome.message, "sample_index": index,
-                              "sample": check.truncate(sample.summary(), 600),
-                              "sample_fallback": sorted(outcome.fallback)}
-    rec = {"samples": ran, "fallback_ops": sorted(fallback),
-           "seconds": round(time.monotonic() - start, 3)}
-    if note:
-        rec["note"] = note
-    if first_fail is not None:
-        return {"status": "fail", **rec, **first_fail, "failed_samples": failures,
-                "native": not first_fail["sample_fallback"]}
-    if ran == 0:
-        return {**rec, **_skipped("; ".join(sorted(skip_reasons)) or note or "no samples")}
-    return {"status": "fallback-pass" if fallback else "native-pass", **rec}
-
-
-def skipped_row(op_name: str, dtype: torch.dtype, reason: str, backward: bool) -> dict:
-    rec = {"op": op_name, "dtype": dtype_name(dtype), "forward": _skipped(reason)}
-    if backward and dtype == torch.float32:
-        rec["backward"] = _skipped(reason)
-    return rec
-
-
-def check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trace=None,
-                   compiled: bool = False) -> dict:
+def check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward=True, trace=None,
+                   compiled: bool = False, **_) -> dict:
     """One result row: forward (and, for float32 with autograd, backward) of `op` at `dtype`.
-    `trace(pass, index, sample, result)` runs before each sample and, with the result, after
+    `trace(pass, index, summary, result)` runs before each sample and, with the result, after
     each pass: isolate.py reports crashes with it. `compiled` runs ember's side through
     torch.compile(backend="ember", fullgraph=True) and classifies with compiled.CLASSES."""
     check.set_compiled(compiled)
@@ -196,42 +97,74 @@ def check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trac
 
 
 def _check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trace=None) -> dict:
-    trace = trace or (lambda kind, index, sample, result=None: None)
+    trace = trace or (lambda kind, index, summary, result=None: None)
     want_backward = backward and dtype == torch.float32
     skip = None
     if time.monotonic() >= end:
         skip = "time budget"
-    elif op.name in SKIP_OPS or full_name(op) in SKIP_OPS:
-        skip = SKIP_OPS.get(full_name(op)) or SKIP_OPS[op.name]
+    elif skip_reason(op):
+        skip = skip_reason(op)
     elif dtype not in op.supported_dtypes("cpu"):
         skip = "dtype unsupported"
     if skip:
-        return skipped_row(full_name(op), dtype, skip, backward)
+        return skipped_row(full_name(op), dtype, skip, op_passes(dtype, {"backward": backward}))
 
     rec = {"op": full_name(op), "dtype": dtype_name(dtype)}
     overrides = check.tolerances(op, dtype)
     random = op.name in RANDOM_OPS
     deadline = min(time.monotonic() + op_time_limit, end)
-    rec["forward"] = _run_samples(
-        op, dtype, False, lambda s: check.check_forward(op, s, overrides, shape_only=random),
+    rec["forward"] = run_samples(
+        lambda: op.sample_inputs("cpu", dtype, requires_grad=False),
+        lambda s: check.check_forward(op, s, overrides, shape_only=random),
         max_samples, deadline, lambda i, s: trace("forward", i, s))
     trace("forward", None, None, rec["forward"])
     if not want_backward:
         return rec
     if not op.supports_autograd:
-        rec["backward"] = _skipped("no autograd support")
+        rec["backward"] = skipped("no autograd support")
     elif random:
-        rec["backward"] = _skipped("random output")
+        rec["backward"] = skipped("random output")
     elif dtype not in op.supported_backward_dtypes("cpu"):
-        rec["backward"] = _skipped("dtype unsupported for backward")
+        rec["backward"] = skipped("dtype unsupported for backward")
     elif time.monotonic() >= end:
-        rec["backward"] = _skipped("time budget")
+        rec["backward"] = skipped("time budget")
     else:
         deadline = min(time.monotonic() + op_time_limit, end)
-        rec["backward"] = _run_samples(
-            op, dtype, True, lambda s: check.check_backward(op, s, overrides),
+        rec["backward"] = run_samples(
+            lambda: op.sample_inputs("cpu", dtype, requires_grad=True),
+            lambda s: check.check_backward(op, s, overrides),
             max_samples, deadline, lambda i, s: trace("backward", i, s))
     return rec
+
+
+class Suite(NamedTuple):
+    """What a run walks: the database, how an entry is named and selected, the check that turns
+    (entry, dtype) into a row, and the passes (result columns) a row at a dtype has."""
+    name: str
+    load: Callable
+    item_name: Callable
+    select: Callable
+    check: Callable
+    passes: Callable
+    default_dtypes: tuple
+
+
+SUITES = ("ops", "modules", "properties")
+
+
+def suite(name: str) -> Suite:
+    """The suite by name; modules and properties load only when chosen."""
+    if name == "modules":
+        from . import modules as M
+        return Suite(name, M.load_module_db, M.module_name, M.select_modules, M.check_module_dtype,
+                     M.passes, DEFAULT_MODULE_DTYPES)
+    if name == "properties":
+        from . import properties as P
+        return Suite(name, load_op_db, full_name, select_ops, P.check_properties, P.passes,
+                     DEFAULT_PROPERTY_DTYPES)
+    if name != "ops":
+        raise ValueError(f"unknown suite {name!r}")
+    return Suite(name, load_op_db, full_name, select_ops, check_op_dtype, op_passes, DEFAULT_DTYPES)
 
 
 class _Progress:
@@ -271,26 +204,46 @@ class _Progress:
             return
         if self.bar is None and self.enabled:
             rows = self.pending
-            parts = [f"{r['dtype']}={r['forward']['status']}" for r in rows]
+            parts = [f"{r['dtype']}={r['forward']['status']}" for r in rows if "forward" in r]
             parts += [f"backward={r['backward']['status']}" for r in rows if "backward" in r]
+            parts += [f"{r['dtype']} {k}={v['status']}" for r in rows for k, v in r.items()
+                      if k not in ("op", "dtype", "forward", "backward") and isinstance(v, dict)]
             print(f"[{self.done}/{self.total}] {row['op']}: {' '.join(parts)}", file=sys.stderr,
                   flush=True)
         self.pending = []
 
 
-def run(ops=None, dtypes=DEFAULT_DTYPES, budget: float | None = None,
+def run(ops=None, dtypes=None, budget: float | None = None,
         max_samples: int = DEFAULT_MAX_SAMPLES, op_time_limit: float = DEFAULT_OP_TIME_LIMIT,
         backward: bool = True, progress: bool = True, isolate: bool = False,
-        json_path=None, markdown_path=None, compiled: bool = False) -> dict:
+        json_path=None, markdown_path=None, compiled: bool = False, modules=None,
+        properties=None) -> dict:
     """Run the conformance check; returns {"meta", "summary", "results"} (also written as JSON
     and markdown when paths are given). `ops` restricts to op names, `budget` is in seconds.
+    `modules` (True, or a list of names) checks module_db instead of op_db; `properties` (True,
+    or a list of property names) checks the op properties instead of forward and backward.
     `isolate` runs the checks in child processes, so that an op which crashes or hangs the
     interpreter is recorded as a failure instead of ending the run."""
-    selected = select_ops(load_op_db(), ops)
-    dtypes = [parse_dtype(d) for d in dtypes]
+    if sum([bool(compiled), modules is not None, properties is not None]) > 1:
+        raise ValueError("--compiled, --modules and --properties are separate runs: choose one")
+    mode = "modules" if modules is not None else "properties" if properties is not None else "ops"
+    chosen = suite(mode)
+    if mode == "modules":
+        if ops:
+            raise ValueError("--ops names OpInfos; pass module names to --modules")
+        ops = None if modules is True else modules
+    selected = chosen.select(chosen.load(), ops)
+    dtypes = [parse_dtype(d) for d in (dtypes or chosen.default_dtypes)]
     started = time.monotonic()
     results = []
-    opts = dict(max_samples=max_samples, op_time_limit=op_time_limit, backward=backward, compiled=compiled)
+    opts = dict(max_samples=max_samples, op_time_limit=op_time_limit)
+    if mode == "ops":
+        opts.update(backward=backward, compiled=compiled)
+    elif mode == "modules":
+        opts.update(backward=backward)
+    else:
+        from .properties import parse_properties
+        opts.update(properties=list(parse_properties(None if properties is True else properties)))
     with _Progress(len(selected) * len(dtypes), len(dtypes), progress) as bar:
         def add(row):
             if compiled:  # rows from crashed children arrive in eager classes
@@ -303,50 +256,61 @@ def run(ops=None, dtypes=DEFAULT_DTYPES, budget: float | None = None,
             from . import isolate as isolation
 
             deadline = time.time() + budget if budget else None
-            isolation.run_isolated([full_name(op) for op in selected], dtypes, opts, deadline, add)
+            isolation.run_isolated([chosen.item_name(x) for x in selected], dtypes, opts, deadline,
+                                   add, suite_name=mode)
         else:
-            units = [(op, d) for op in selected for d in dtypes]
-            check_all(units, opts, started + budget if budget else math.inf, add)
+            units = [(x, d) for x in selected for d in dtypes]
+            check_all(units, opts, started + budget if budget else math.inf, add, check_fn=chosen.check)
     data = {
-        "meta": {"torch": torch.__version__, "torch_ember": torch_ember.__version__,
+        "meta": {"torch": torch.__version__, "torch_ember": torch_ember.__version__, "suite": mode,
                  "dtypes": [dtype_name(d) for d in dtypes], "ops": len(selected),
                  "budget": budget, "isolate": isolate, **opts,
                  "seconds": round(time.monotonic() - started, 1)},
         "results": results,
     }
-    data["summary"] = report.summarize(results, data["meta"]["dtypes"], compiled)
+    data["summary"] = report.summarize(results, data["meta"]["dtypes"], compiled, mode)
     if json_path:
         report.write_json(data, json_path)
     if markdown_path:
         report.write_markdown(data, markdown_path)
     try:  # the knowledge base is a by-product: failing to record must never break the run
         from ..kb import record_run
-        data["kb_run"] = record_run("conformance-compiled" if compiled else "conformance", data)
+        kind = {"ops": "conformance-compiled" if compiled else "conformance",
+                "modules": "conformance-modules", "properties": "conformance-properties"}[mode]
+        data["kb_run"] = record_run(kind, data)
     except Exception as e:  # noqa: BLE001
         print(f"warning: ember kb: run not recorded: {e!r}", file=sys.stderr)
     return data
 
 
-def check_all(units, opts, end, add, trace=None) -> None:
-    """Check every (op, dtype) unit in this process, passing each row to `add`; silent fallback
-    (counted, not warned) and no warnings while it runs."""
+def check_all(units, opts, end, add, trace=None, check_fn=check_op_dtype) -> None:
+    """Check every (entry, dtype) unit in this process with `check_fn`, passing each row to
+    `add`; silent fallback (counted, not warned) and no warnings while it runs."""
     old_mode = torch_ember.set_fallback_mode("silent")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ops warn about deprecated arguments by design
-            for op, dtype in units:
-                add(check_op_dtype(op, dtype, end=end, trace=trace, **opts))
+            for item, dtype in units:
+                add(check_fn(item, dtype, end=end, trace=trace, **opts))
     finally:
         torch_ember.set_fallback_mode(old_mode)
         torch_ember.reset_fallback_stats()
+
+
+def _names(text):
+    """A comma-separated option value as a list; None for a bare flag (every entry)."""
+    items = [x.strip() for x in (text or "").split(",") if x.strip()]
+    return items or None
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", help="comma-separated op names (name or name.variant)")
-    parser.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES),
-                        help="comma-separated dtypes (default: %(default)s)")
+    parser.add_argument("--dtypes", default=None,
+                        help=f"comma-separated dtypes (default: {','.join(DEFAULT_DTYPES)}; with "
+                             f"--modules {','.join(DEFAULT_MODULE_DTYPES)}; with --properties "
+                             f"{','.join(DEFAULT_PROPERTY_DTYPES)})")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="total time budget; ops not reached are skipped (default: none)")
     parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES,
@@ -355,9 +319,18 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         metavar="SECONDS", help="stop taking samples for an op and dtype after "
                         "this long (default: %(default)s)")
     parser.add_argument("--no-backward", action="store_true", help="skip the gradient checks")
-    parser.add_argument("--compiled", action="store_true",
-                        help="run ember's side through torch.compile(backend='ember', fullgraph=True) and "
-                             "classify as compiled-pass, compile-error, wrong, crash or skipped")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--compiled", action="store_true",
+                      help="run ember's side through torch.compile(backend='ember', fullgraph=True) and "
+                           "classify as compiled-pass, compile-error, wrong, crash or skipped")
+    mode.add_argument("--modules", nargs="?", const="", default=None, metavar="NAMES",
+                      help="check module_db (nn layers, losses, norms) instead of op_db, forward and "
+                           "backward in training mode: every module, or the comma-separated names "
+                           "(nn.Linear or Linear)")
+    mode.add_argument("--properties", nargs="?", const="", default=None, metavar="LIST",
+                      help="check op properties instead of values: out (out= semantics), "
+                           "noncontiguous, variants (method/in-place/operator/aliases), bool_bytes "
+                           "(bool inputs with bytes 2..255); all, or the comma-separated ones")
     parser.add_argument("--json", metavar="PATH", help="write every result as JSON")
     parser.add_argument("--markdown", metavar="PATH", help="write a markdown report")
     parser.add_argument("--no-progress", action="store_true", help="no progress output")
@@ -369,14 +342,15 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 def main(argv=None, prog: str | None = None) -> int:
     """Command line entry; exit status 1 when any result failed."""
     args = build_parser(prog).parse_args(argv)
-    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
+    modules = None if args.modules is None else (_names(args.modules) or True)
+    properties = None if args.properties is None else (_names(args.properties) or True)
     try:
-        data = run(ops=split(args.ops) if args.ops else None, dtypes=split(args.dtypes),
+        data = run(ops=_names(args.ops), dtypes=_names(args.dtypes),
                    budget=args.budget, max_samples=args.max_samples,
                    op_time_limit=args.op_time_limit, backward=not args.no_backward,
                    progress=not args.no_progress, isolate=not args.no_isolate,
-                   json_path=args.json,
-                   markdown_path=args.markdown, compiled=args.compiled)
+                   json_path=args.json, markdown_path=args.markdown, compiled=args.compiled,
+                   modules=modules, properties=properties)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -25,7 +25,8 @@ from pathlib import Path
 from .explain import explain
 
 SCHEMA_VERSION = 1
-KINDS = ("sweep-models", "sweep-flex", "conformance", "conformance-compiled", "bench", "bench-train", "upstream")
+KINDS = ("sweep-models", "sweep-flex", "conformance", "conformance-compiled", "conformance-modules",
+         "conformance-properties", "bench", "bench-train", "upstream")
 STATUSES = ("pass", "fail", "skip")
 DEFAULT_PATH = Path("~/.cache/torch_ember/kb.sqlite")
 # Thread and BLAS settings change every timing, so they are stored with each run.
@@ -220,8 +221,11 @@ def detect_kind(data) -> str:
             return "sweep-models"
         results = data.get("results")
         if isinstance(results, list) and results and isinstance(results[0], dict):
+            meta = data.get("meta", {})
+            if meta.get("suite") in ("modules", "properties") and "op" in results[0]:
+                return f"conformance-{meta['suite']}"  # `ember conformance --modules/--properties`
             if "op" in results[0] and "forward" in results[0]:
-                return "conformance-compiled" if data.get("meta", {}).get("compiled") else "conformance"
+                return "conformance-compiled" if meta.get("compiled") else "conformance"
             if "nodeid" in results[0]:
                 return "upstream"
         if "files" in data and "results" in data:
@@ -311,10 +315,9 @@ _CONFORMANCE = {"native-pass": "pass", "fallback-pass": "pass", "compiled-pass":
 def _conformance_items(data) -> list[dict]:
     out = []
     for row in data.get("results", []):
-        for which in ("forward", "backward"):
-            res = row.get(which)
-            if not isinstance(res, dict):
-                continue
+        # forward and backward, or one result per property (`--properties`)
+        for which in [k for k, v in row.items() if isinstance(v, dict) and "status" in v]:
+            res = row[which]
             raw = res.get("status", "skipped")
             status = _CONFORMANCE.get(raw, "fail")
             detail = f"skipped ({res.get('reason', '')})" if raw == "skipped" else raw
@@ -392,7 +395,8 @@ def _bench_items(data) -> list[dict]:
 
 
 _ITEMS = {"sweep-models": _sweep_items, "sweep-flex": _flex_items, "conformance": _conformance_items,
-          "conformance-compiled": _conformance_items, "upstream": _upstream_items, "bench": _bench_items,
+          "conformance-compiled": _conformance_items, "conformance-modules": _conformance_items,
+          "conformance-properties": _conformance_items, "upstream": _upstream_items, "bench": _bench_items,
           "bench-train": _bench_items}
 
 
