@@ -91,6 +91,7 @@ OPS = (
     "linspace.out", "logspace.out", "addmv", "addmv.out", "mv", "mv.out", "exponential_",
     # Ember's own decompositions (OWN, below): ops torch._decomp has none for.
     "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out", "multinomial",
+    "_cdist_forward", "_cdist_backward",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -176,6 +177,55 @@ def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, 
     return out.copy_(r)
 
 
+def _cdist_forward(x1, x2, p, compute_mode):
+    """Pairwise p-norm distances of x1 [.., P, M] and x2 [.., R, M]. For p = 2 the CPU's choice
+    of form: through a matrix product when compute_mode asks for it (or, by default, past 25
+    rows), directly from the differences otherwise."""
+    if x1.dim() < 2 or x2.dim() < 2 or x1.shape[-1] != x2.shape[-1] or x2.dtype != x1.dtype or p < 0:
+        return NotImplemented
+    batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    a, b = x1.expand(*batch, *x1.shape[-2:]), x2.expand(*batch, *x2.shape[-2:])
+    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and (a.shape[-2] > 25 or b.shape[-2] > 25))):
+        an, bn = a.square().sum(-1, keepdim=True), b.square().sum(-1, keepdim=True)
+        lhs = torch.cat([a * -2, an, torch.ones_like(an)], -1)
+        rhs = torch.cat([b, torch.ones_like(bn), bn], -1)
+        return (lhs @ rhs.transpose(-2, -1)).clamp_min(1e-30).sqrt()
+    diff = (a[..., :, None, :] - b[..., None, :, :]).abs()
+    if p == 0:
+        return (diff != 0).sum(-1).to(x1.dtype)
+    if p == float("inf"):
+        return diff.amax(-1) if diff.shape[-1] else diff.sum(-1)
+    if p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return diff.square().sum(-1).sqrt()
+    return diff.pow(p).sum(-1).pow(1 / p)
+
+
+def _cdist_backward(grad, x1, x2, p, cdist):
+    """The gradient for x1 of _cdist_forward (autograd asks for x2's with the roles swapped)."""
+    if x1.dim() < 2 or x2.dim() < 2 or p < 0:
+        return NotImplemented
+    batch = cdist.shape[:-2]
+    a, b = x1.expand(*batch, *x1.shape[-2:]), x2.expand(*batch, *x2.shape[-2:])
+    diff = a[..., :, None, :] - b[..., None, :, :]
+    g, d = grad[..., None], cdist[..., None]
+    zero = torch.zeros((), dtype=diff.dtype, device=diff.device)
+    if p == 0:
+        return torch.zeros_like(x1)
+    if p == 1:
+        terms = g * diff.sign()
+    elif p == 2:
+        terms = torch.where(d == 0, zero, g * diff / d)
+    elif p == float("inf"):
+        terms = g * diff.sign() * (diff.abs() == d)
+    elif p < 2:
+        terms = torch.where((d == 0) | (diff == 0), zero, g * diff.sign() * diff.abs().pow(p - 1) / d.pow(p - 1))
+    else:
+        terms = torch.where(d == 0, zero, g * diff * diff.abs().pow(p - 2) / d.pow(p - 1))
+    return terms.sum(-2).sum_to_size(x1.shape)
+
+
 def _exponential_(self, lambd=1.0, *, generator=None):
     """-log(1 - U) / lambd with U uniform on [0, 1) (PyTorch's reference form rejects a
     generator argument)."""
@@ -232,6 +282,7 @@ OWN = {
     "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,
     "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
     "multinomial": _multinomial, "exponential_": _exponential_,
+    "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.

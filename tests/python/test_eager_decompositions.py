@@ -80,6 +80,8 @@ CASES = {
                  [X, T.transpose(1, 2)]),
     "masked_select_backward": (lambda x: x.masked_select(x > 0.2).square(), [X]),
     "masked_scatter": (lambda x, t: x.masked_scatter(t > 0.5, x.flip(0) * 3), [X, T]),
+    "cdist": (lambda a, b: torch.cdist(a, b) + torch.cdist(a, b, p=1) + torch.cdist(a, b, p=3)
+              + torch.cdist(a, b, p=float("inf")) + torch.cdist(a, b, compute_mode="use_mm_for_euclid_dist"), [X, T]),
     "searchsorted": (lambda x: x * torch.searchsorted(torch.tensor([-1.0, 0.0, 0.5], device=x.device, dtype=x.dtype), x)
                      + x * torch.searchsorted(torch.tensor([-1.0, 0.0, 0.5], device=x.device, dtype=x.dtype), x,
                                               side="right", out_int32=True), [X]),
