@@ -67,7 +67,9 @@ c10::Device op_device(const c10::FunctionSchema& schema, const torch::jit::Stack
         if (is_ember(t)) {
             if (!device) device = t.device();
             else if (t.device() != *device) foreign = {t.device(), arg.name()};
-        } else if (!(t.device().is_cpu() && (t.dim() == 0 || (indexing && arg.name() == "indices")))) {
+        } else if (!(t.device().is_cpu() && (t.dim() == 0 || (indexing && arg.name() == "indices")) &&
+                     !(arg.alias_info() && arg.alias_info()->isWrite()))) {
+            // A 0-dim CPU tensor is a scalar operand, as CUDA treats it, but never an output.
             foreign = {t.device(), arg.name()};
         }
     };

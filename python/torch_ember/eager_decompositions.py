@@ -164,7 +164,8 @@ def _bernoulli_tensor_(self, p, generator=None):
 
 def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
     """One sorted boundary vector: searchsorted is bucketize with the arguments swapped."""
-    if sorted_sequence.dim() != 1 or sorter is not None or values.dtype != sorted_sequence.dtype:
+    if sorted_sequence.dim() != 1 or sorted_sequence.numel() == 0 or sorter is not None or \
+            values.dtype != sorted_sequence.dtype:
         return NotImplemented
     return torch.bucketize(values, sorted_sequence, out_int32=out_int32, right=right or side == "right")
 
@@ -226,6 +227,16 @@ def _cdist_backward(grad, x1, x2, p, cdist):
     return terms.sum(-2).sum_to_size(x1.shape)
 
 
+def _bucketize(self, boundaries, *, out_int32=False, right=False):
+    """torch._decomp's bucketize, except over no boundaries (it returns the input's dtype there;
+    the CPU returns indices)."""
+    if boundaries.numel() == 0:
+        return NotImplemented
+    from torch._decomp import decomposition_table
+
+    return decomposition_table[torch.ops.aten.bucketize.Tensor](self, boundaries, out_int32=out_int32, right=right)
+
+
 def _exponential_(self, lambd=1.0, *, generator=None):
     """-log(1 - U) / lambd with U uniform on [0, 1) (PyTorch's reference form rejects a
     generator argument)."""
@@ -283,6 +294,7 @@ OWN = {
     "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
     "multinomial": _multinomial, "exponential_": _exponential_,
     "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
+    "bucketize.Tensor": _bucketize,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
@@ -349,6 +361,8 @@ def _kernel(name: str):
         if decomposition is None:
             from torch._decomp import decomposition_table
             decomposition = OWN.get(name) or decomposition_table[op]
+        if not _same_rules(base, args, kwargs, decomposition):
+            return _cpu(op, base, overload, args, kwargs)
         running.add(name)
         try:
             result = decomposition(*args, **kwargs)
@@ -359,6 +373,33 @@ def _kernel(name: str):
         return result
 
     return kernel
+
+
+# In-place ops whose tensor operands broadcast against self.
+_BROADCASTING_IN_PLACE = frozenset({"heaviside_", "xlogy_", "copysign_"})
+
+
+def _same_rules(base: str, args, kwargs, decomposition) -> bool:
+    """False where a decomposition would bend the CPU kernel's rules on outputs, so the CPU path
+    decides (and raises where it raises): an in-place op whose operands broadcast to more than
+    self's shape (the decomposition would resize self), or an out= whose dtype differs from the
+    result's (the decomposition would cast where the CPU kernel may refuse)."""
+    if base in _BROADCASTING_IN_PLACE:
+        try:
+            if torch.broadcast_shapes(*[t.shape for t in _tensors(list(args), [])]) != args[0].shape:
+                return False
+        except RuntimeError:
+            return False
+    out = kwargs.get("out")
+    # (A factory's out= sets the result dtype itself: nothing to compare.)
+    if isinstance(out, torch.Tensor) and _tensors(list(args), []):
+        try:
+            probe = decomposition(*args, **{**kwargs, "out": None})
+        except TypeError:
+            return True  # a decomposition without a functional form: its own checks apply
+        if isinstance(probe, torch.Tensor) and probe.dtype != out.dtype:
+            return False
+    return True
 
 
 def install() -> None:

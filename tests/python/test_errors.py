@@ -430,3 +430,29 @@ def test_complex_in_place_ops_match_cpu(op):
     ref = getattr(ts[0].clone(), op)(*ts[1:])
     got = getattr(ts[0].to("ember"), op)(*[t.to("ember") for t in ts[1:]])
     torch.testing.assert_close(got.cpu(), ref)
+
+
+def test_out_and_in_place_rules_match_cpu():
+    # Found by `ember conformance --properties`: each case is the CPU's behaviour.
+    e = "ember"
+    with pytest.raises(RuntimeError, match="same device"):  # a 0-dim CPU out= is an output, not a scalar
+        torch.special.erfcx(torch.tensor(1.0, device=e), out=torch.empty(()))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.logical_not(torch.tensor(1.0, device=e), out=torch.empty((), dtype=torch.bool))
+    for f in (lambda t, o: t.logical_and_(o), lambda t, o: t.heaviside_(o), lambda t, o: t.xlogy_(o)):
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            f(torch.zeros(5, 1, device=e), torch.ones(5, device=e))
+    ones = torch.ones(2, 3, dtype=torch.long)
+    out = torch.empty(2, 2, dtype=torch.long, device=e)
+    assert torch.equal(torch.mm(ones.to(e), ones.t().to(e), out=out).cpu(), ones @ ones.t())
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype"):
+        torch.mm(torch.ones(0, 3, device=e), torch.ones(3, 2, device=e), out=torch.empty(0, 2, dtype=torch.long, device=e))
+    values, indices = torch.empty((), device=e), torch.empty((), dtype=torch.long, device=e)
+    torch.mode(torch.tensor([3.0, 1.0, 3.0], device=e), out=(values, indices))
+    assert values.item() == 3.0 and indices.item() in (0, 2)
+    with pytest.raises(RuntimeError, match="bool tensor for result"):
+        torch.all(torch.ones(3, device=e), out=torch.empty((), device=e))
+    b = torch.ones(3, dtype=torch.bool, device=e)
+    torch.testing.assert_close(torch.add(b, b, out=torch.empty(3, device=e)).cpu(), torch.ones(3))
+    assert torch.bucketize(torch.ones(2, device=e), torch.empty(0, device=e)).dtype == torch.int64
+    assert torch.searchsorted(torch.empty(0, device=e), torch.ones(2, device=e)).dtype == torch.int64

@@ -31,6 +31,9 @@ bool logical_ok(const at::Tensor& a, const at::Tensor& out) {
             return cpu<ATEN_OP2(name, out)>(self, other, out);                                        \
         at::Tensor a = truth(self), b = truth(other);                                                 \
         at::Tensor r = combine;                                                                       \
+        /* In place (out is an operand), broadcasting may not grow the output, as on CPU. */         \
+        TORCH_CHECK(!(out.is_same(self) || out.is_same(other)) || out.sizes().equals(r.sizes()),      \
+                    "output with shape ", out.sizes(), " doesn't match the broadcast shape ", r.sizes()); \
         resize_out(out, r.sizes());                                                                   \
         return out.copy_(r);                                                                          \
     }

@@ -28,8 +28,8 @@ at::Tensor scalar_tensor(const c10::Scalar& s) {
     return t;
 }
 
-// ---- add / sub: out = self +- alpha * other (bool + bool is logical or: 0/1 sums stored back as
-// bools; bool - bool is refused, by the CPU fallback's check) ---------------------------------
+// ---- add / sub: out = self +- alpha * other. bool + bool into a bool result is logical or (0/1
+// sums stored as bools); bool - bool is refused, by the CPU fallback's check ------------------
 
 template <BinaryOp kOp>
 void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, const at::Tensor& other,
@@ -42,14 +42,14 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
     at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) { \
         at::Tensor out;                                                                                \
         auto iter = TensorIterator::binary_op(out, self, other);                                       \
-        if (!native_compute(iter, true, kOp == BinaryOp::kAdd)) return cpu<ATEN_OP2(name, Tensor)>(self, other, alpha);       \
+        if (!native_compute(iter, true, kOp == BinaryOp::kAdd && iter.dtype(0) == at::kBool)) return cpu<ATEN_OP2(name, Tensor)>(self, other, alpha);       \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
         queue_binary(kOp, iter, alpha);                                                                \
         return iter.output();                                                                          \
     }                                                                                                  \
     at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {    \
         auto iter = TensorIterator::binary_op(self, self, other);                                      \
-        if (!native_compute(iter, true, kOp == BinaryOp::kAdd)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other, alpha);    \
+        if (!native_compute(iter, true, kOp == BinaryOp::kAdd && iter.dtype(0) == at::kBool)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other, alpha);    \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
         queue_binary(kOp, iter, alpha);                                                                \
         return self;                                                                                   \
@@ -57,7 +57,7 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
     at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,   \
                            at::Tensor& out) {                                                          \
         auto iter = TensorIterator::binary_op(out, self, other);                                       \
-        if (!native_compute(iter, true, kOp == BinaryOp::kAdd)) return cpu<ATEN_OP2(name, out)>(self, other, alpha, out);     \
+        if (!native_compute(iter, true, kOp == BinaryOp::kAdd && iter.dtype(0) == at::kBool)) return cpu<ATEN_OP2(name, out)>(self, other, alpha, out);     \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
         queue_binary(kOp, iter, alpha);                                                                \
         return out;                                                                                    \

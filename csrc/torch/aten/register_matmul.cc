@@ -58,8 +58,16 @@ void queue_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
     queue(out, "gemm", [args](runtime::ThreadPool* pool) { return kernels::gemm(args, pool); });
 }
 
+// out= must hold the operands' dtype, as on CPU (which says so before looking at sizes).
+void check_out_dtype(const at::Tensor& out, const at::Tensor& like) {
+    TORCH_CHECK(out.scalar_type() == like.scalar_type(), "Expected out tensor to have dtype ", like.scalar_type(),
+                ", but got ", out.scalar_type(), " instead");
+}
+
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+    if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP2(mm, out)>(self, mat2, out);
     check_operands("mm", self, mat2, 2);
+    check_out_dtype(out, self);
     resize_out(out, {self.size(0), mat2.size(1)});
     queue_gemm(out, self, mat2, 0, 1);
     return out;
@@ -72,7 +80,9 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+    if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP2(bmm, out)>(self, mat2, out);
     check_operands("bmm", self, mat2, 3);
+    check_out_dtype(out, self);
     resize_out(out, {self.size(0), self.size(1), mat2.size(2)});
     queue_gemm(out, self, mat2, 0, 1);
     return out;
@@ -94,6 +104,7 @@ at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const 
                                           : std::vector<int64_t>{a.size(0), a.size(1), b.size(2)};
     TORCH_CHECK(input.scalar_type() == a.scalar_type(), "self and mat2 must have the same dtype, but got ",
                 input.scalar_type(), " and ", a.scalar_type());
+    check_out_dtype(out, a);
     double beta_v = beta.toDouble();
     if (!out.is_same(input)) {
         resize_out(out, shape);
@@ -114,6 +125,7 @@ at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor&
 
 at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP2(addmm, out)>(input, a, b, beta, alpha, out);
     return add_product_out(input, a, b, beta, alpha, out, 2);
 }
 
