@@ -29,8 +29,9 @@ void set_team(int n) {
 
 // GEMMs run single-threaded on the calling device thread: kernels::gemm splits large products
 // across the device's pool itself, and a library thread team would compete with the pool's
-// threads for the cores. Convolutions, which are not split, use a team when they are large
-// enough to pay for waking it (bench/matmul.py measured the crossover for products).
+// threads for the cores. Convolutions of a batch are split the same way (kernels::conv asks for
+// one thread); a single sample uses a team when it is large enough to pay for waking it
+// (bench/matmul.py measured the crossover for products).
 void team_for_conv(double flops) {
     set_team(flops < (1 << 24) ? 1 : static_cast<int>(std::thread::hardware_concurrency()));
 }
@@ -83,7 +84,8 @@ double conv_flops(const kernels::TensorView& out, const kernels::TensorView& wei
 
 Status libtorch_conv(const kernels::ConvArgs& a) {
     at::DisableRecordFunctionGuard no_record;
-    team_for_conv(conv_flops(a.out, a.weight));
+    if (a.threads == 1) set_team(1);
+    else team_for_conv(conv_flops(a.out, a.weight));
     try {
         const auto& p = a.params;
         at::Tensor bias = a.bias.data ? host_alias(a.bias) : at::Tensor();
@@ -99,7 +101,8 @@ Status libtorch_conv(const kernels::ConvArgs& a) {
 
 Status libtorch_conv_backward(const kernels::ConvBackwardArgs& a) {
     at::DisableRecordFunctionGuard no_record;
-    team_for_conv(2 * conv_flops(a.grad_out, a.weight));
+    if (a.threads == 1) set_team(1);
+    else team_for_conv(2 * conv_flops(a.grad_out, a.weight));
     try {
         const auto& p = a.params;
         std::array<bool, 3> mask = {a.grad_input.data != nullptr, a.grad_weight.data != nullptr,

@@ -80,7 +80,7 @@ at::Tensor wrapper_convolution(const at::Tensor& input, const at::Tensor& weight
     at::Tensor b = bias && bias->defined() ? bias->contiguous() : at::Tensor();
     at::Tensor out = at::empty(out_shape(x, w, p), x.options());
     kernels::ConvArgs args{view_in(x), view_in(w), b.defined() ? view_in(b) : kernels::TensorView{}, view_of(out), p};
-    enqueue(current_stream_of(x), "convolution", [args] { return kernels::conv(args); });
+    queue(x, "convolution", [args](runtime::ThreadPool* pool) { return kernels::conv(args, pool); });
     return out;
 }
 
@@ -110,8 +110,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward(
     at::Tensor gb = output_mask[2] ? at::empty({bias_size}, x.options()) : at::Tensor();
     auto opt = [](const at::Tensor& t) { return t.defined() ? view_of(t) : kernels::TensorView{}; };
     kernels::ConvBackwardArgs args{view_in(go), view_in(x), view_in(w), opt(gi), opt(gw), opt(gb), p};
-    enqueue(current_stream_of(x), "convolution_backward",
-            [args] { return kernels::conv_backward(args); });
+    queue(x, "convolution_backward",
+          [args](runtime::ThreadPool* pool) { return kernels::conv_backward(args, pool); });
     return {gi, gw, gb};
 }
 
