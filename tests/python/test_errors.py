@@ -454,5 +454,9 @@ def test_out_and_in_place_rules_match_cpu():
         torch.all(torch.ones(3, device=e), out=torch.empty((), device=e))
     b = torch.ones(3, dtype=torch.bool, device=e)
     torch.testing.assert_close(torch.add(b, b, out=torch.empty(3, device=e)).cpu(), torch.ones(3))
+    with pytest.raises(RuntimeError, match="bool tensor for result"):
+        torch.any(torch.ones(2, 3, device=e), dim=(0,), out=torch.empty(3, device=e))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.addr(torch.ones(2, 3, device=e), torch.ones(2, device=e), torch.ones(3, device=e), out=torch.empty(2, 3))
     assert torch.bucketize(torch.ones(2, device=e), torch.empty(0, device=e)).dtype == torch.int64
     assert torch.searchsorted(torch.empty(0, device=e), torch.ones(2, device=e)).dtype == torch.int64

@@ -3,6 +3,7 @@
 // Dtypes the GEMM does not take (integers) go to the CPU fallback like any missing kernel.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/addr.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ExpandUtils.h>
@@ -154,6 +155,17 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
     return add_product_out(self, a, b, beta, alpha, self, 3);
 }
 
+// addr's out= form: PyTorch's composite for other devices copies into any out=, a CPU one
+// included; CUDA refuses that, and so does ember (resize_out checks the device first).
+at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const c10::Scalar& beta,
+                     const c10::Scalar& alpha, at::Tensor& out) {
+    at::Tensor r = at::addr(self, vec1, vec2, beta, alpha);
+    TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(),
+                " can't be cast to the desired output type ", out.scalar_type());
+    resize_out(out, r.sizes());
+    return out.copy_(r);
+}
+
 // ---- triangular solve ---------------------------------------------------------------------------
 
 // torch.linalg.solve_triangular: A X = B (left) or X A = B (right, solved as A^T X^T = B^T), with
@@ -204,6 +216,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("linalg_solve_triangular", solve_triangular);
     m.impl("linalg_solve_triangular.out", solve_triangular_out);
     m.impl("mm", mm);
+    m.impl("addr.out", addr_out);
     m.impl("mm.out", mm_out);
     m.impl("bmm", bmm);
     m.impl("bmm.out", bmm_out);

@@ -343,7 +343,16 @@ c10::ScalarType logical_dtype(const at::Tensor& self) {
     at::Tensor name##_dim(const at::Tensor& self, int64_t dim, bool keepdim) {                      \
         return name##_dims(self, at::IntArrayRef(dim), keepdim);                                    \
     }                                                                                               \
-    at::Tensor name##_all(const at::Tensor& self) { return name##_dims(self, std::nullopt, false); }
+    at::Tensor name##_all(const at::Tensor& self) { return name##_dims(self, std::nullopt, false); } \
+    /* out=: the CPU's dtype rule (bool, or uint8 for a uint8 input) before anything is written. */ \
+    at::Tensor& name##_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,   \
+                                at::Tensor& out) {                                                  \
+        TORCH_CHECK(out.scalar_type() == logical_dtype(self) || out.scalar_type() == at::kBool,     \
+                    #name " only supports bool tensor for result, got: ", out.scalar_type());       \
+        at::Tensor r = name##_dims(self, dim, keepdim);                                             \
+        resize_out(out, r.sizes());                                                                 \
+        return out.copy_(r);                                                                        \
+    }
 
 EMBER_LOGICAL(any, ReduceOp::kAny)
 EMBER_LOGICAL(all, ReduceOp::kAll)
@@ -384,6 +393,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("var_mean.correction", var_mean_correction);
     m.impl("std_mean.correction", std_mean_correction);
     m.impl("any.dims", any_dims);
+    m.impl("any.dims_out", any_dims_out);
+    m.impl("all.dims_out", all_dims_out);
     m.impl("any.dim", any_dim);
     m.impl("any", any_all);
     m.impl("all.dims", all_dims);
