@@ -94,18 +94,30 @@ void for_each_row(const ElementwiseLoop& loop, runtime::ThreadPool* pool, Row&& 
     if (inner == 0 || rows == 0) return;
     int64_t last_stride[kMaxOperands] = {};
     for (int k = 0; k < loop.nops; ++k) last_stride[k] = nd == 0 ? 0 : loop.strides[k][nd - 1];
+    // Rows [begin, end): the first row's position is found by division, the rest by stepping an
+    // odometer over the outer dims (short rows would otherwise pay a division per dim each).
     auto run_rows = [&](int64_t begin, int64_t end, int64_t col0, int64_t col1) {
-        for (int64_t r = begin; r < end; ++r) {
-            char* ptrs[kMaxOperands];
-            for (int k = 0; k < loop.nops; ++k) ptrs[k] = loop.data[k];
-            int64_t rem = r;
-            for (int d = nd - 2; d >= 0; --d) {
-                int64_t idx = rem % loop.shape[d];
-                rem /= loop.shape[d];
-                for (int k = 0; k < loop.nops; ++k) ptrs[k] += idx * loop.strides[k][d];
-            }
-            for (int k = 0; k < loop.nops; ++k) ptrs[k] += col0 * last_stride[k];
+        if (begin >= end) return;
+        int64_t idx[kMaxLoopDims] = {};
+        char* ptrs[kMaxOperands];
+        for (int k = 0; k < loop.nops; ++k) ptrs[k] = loop.data[k] + col0 * last_stride[k];
+        int64_t rem = begin;
+        for (int d = nd - 2; d >= 0; --d) {
+            idx[d] = rem % loop.shape[d];
+            rem /= loop.shape[d];
+            for (int k = 0; k < loop.nops; ++k) ptrs[k] += idx[d] * loop.strides[k][d];
+        }
+        for (int64_t r = begin;;) {
             row(ptrs, last_stride, col1 - col0);
+            if (++r == end) break;
+            for (int d = nd - 2; d >= 0; --d) {
+                if (++idx[d] < loop.shape[d]) {
+                    for (int k = 0; k < loop.nops; ++k) ptrs[k] += loop.strides[k][d];
+                    break;
+                }
+                idx[d] = 0;
+                for (int k = 0; k < loop.nops; ++k) ptrs[k] -= (loop.shape[d] - 1) * loop.strides[k][d];
+            }
         }
     };
     const int64_t total = rows * inner;
