@@ -5,10 +5,14 @@
               processes; ratio = ember / gloo (1.0 = no cost over Gloo itself)
   ddp         median DDP training-step time (forward, backward with gradient all-reduce,
               SGD step) of an MLP on ember, 1 process against 2, at the same per-process batch
+  fsdp2       median FSDP2 (fully_shard per layer) training-step time of a small transformer
+              with AdamW, on ember through the ember backend against the same on CPU tensors
+              through Gloo, in the same number of processes; ratio = gloo time / ember time
   cpu         the CPU model (lscpu) and the cores this process may use
 
 Bus bandwidth follows nccl-tests: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n.
 Ranks are processes on this one machine over loopback, sharing its cores.
+Collectives finish before they return (no communication stream yet), so nothing overlaps.
 Usage: python bench/distributed.py [--world 2] [--sizes 4096,262144,4194304] [--iters 10]"""
 import argparse
 import datetime
@@ -98,6 +102,40 @@ def worker_ddp(rank: int, world: int, store_path: str, steps: int) -> dict:
     return {"step_ms": round(statistics.median(times) * 1e3, 2), "params": params}
 
 
+def worker_fsdp(rank: int, world: int, store_path: str, steps: int, device: str) -> dict:
+    import torch
+    import torch.distributed as dist
+    import torch_ember  # noqa: F401
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    store = dist.FileStore(store_path, world)
+    dist.init_process_group("ember" if device == "ember" else "gloo", store=store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    torch.manual_seed(0)
+    dev = torch.device("ember", 0) if device == "ember" else torch.device("cpu")
+    layers = [torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True) for _ in range(4)]
+    model = torch.nn.Sequential(*layers).to(dev)
+    mesh = init_device_mesh(dev.type, (world,))
+    for layer in layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(8, 64, 256, device=dev)
+    times = []
+    for i in range(steps + 2):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+        if device == "ember":
+            torch.ember.synchronize()
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    dist.destroy_process_group()
+    return {"step_ms": round(statistics.median(times) * 1e3, 2)}
+
+
 def _launch(kind: str, world: int, extra: list) -> dict:
     with tempfile.TemporaryDirectory() as d:
         store = os.path.join(d, "store")
@@ -130,6 +168,8 @@ def main():
         kind, rank, world, store = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
         if kind == "allreduce":
             res = worker_allreduce(rank, world, store, [int(s) for s in sys.argv[6].split(",")], int(sys.argv[7]))
+        elif kind == "fsdp2":
+            res = worker_fsdp(rank, world, store, int(sys.argv[6]), sys.argv[7])
         else:
             res = worker_ddp(rank, world, store, int(sys.argv[6]))
         print(json.dumps(res))
@@ -147,6 +187,11 @@ def main():
     result["ddp"] = {"params": one["params"], "batch_per_process": 64, "step_ms_1proc": one["step_ms"],
                      f"step_ms_{args.world}proc": many["step_ms"],
                      "slowdown": round(many["step_ms"] / one["step_ms"], 3)}
+    ember = _launch("fsdp2", args.world, [str(args.steps), "ember"])
+    gloo = _launch("fsdp2", args.world, [str(args.steps), "cpu"])
+    result["fsdp2"] = {"layers": 4, "d_model": 256, "batch_per_process": "8 x 64 tokens",
+                       "ember_step_ms": ember["step_ms"], "gloo_cpu_step_ms": gloo["step_ms"],
+                       "ratio": round(gloo["step_ms"] / ember["step_ms"], 3)}
     print(json.dumps(result, indent=2))
 
 
