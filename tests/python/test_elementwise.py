@@ -429,3 +429,25 @@ def test_bool_mul_and_isfinite_run_natively(native_only):
     torch.testing.assert_close(torch.isfinite(x.to("ember")).cpu(), torch.isfinite(x))
     # a bool times a float promotes as on the CPU
     torch.testing.assert_close((a.to("ember") * torch.tensor(2.5, device="ember")).cpu(), a * torch.tensor(2.5))
+
+
+@pytest.mark.parametrize("inner", [1, 3, 32, 33, 64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_short_rows_with_a_broadcast_operand(inner, dtype, native_only):
+    # x * s[..., None] over a short last dim (per-head scales, rotary tables) computes several
+    # rows per span; every row must still see its own broadcast value.
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randn(5, 7, 9, inner, generator=g) * 10).to(dtype)
+    s = (torch.randn(5, 1, 9, 1, generator=g) * 10).to(dtype)
+    if dtype == torch.int64:
+        s = s.clamp(min=1)
+    fs = [lambda a, b: a * b, lambda a, b: b - a, lambda a, b: torch.maximum(a, b)]
+    if dtype != torch.int64:
+        fs.append(lambda a, b: a / b)
+    for f in fs:
+        torch.testing.assert_close(f(x.to("ember"), s.to("ember")).cpu(), f(x, s))
+    xe = x.to("ember")
+    xe.mul_(s.to("ember"))
+    torch.testing.assert_close(xe.cpu(), x * s)
+    mixed = s.float() if dtype == torch.bfloat16 else s  # a broadcast operand of another dtype
+    torch.testing.assert_close((x.to("ember") * mixed.to("ember")).cpu(), x * mixed)

@@ -153,8 +153,61 @@ bool float_only_op(BinaryOp op) {
 }
 bool integer_op(BinaryOp op) { return !float_only_op(op); }
 
+// Short rows in which an input is broadcast along the row (x * scale[..., None] over a head dim
+// of 32): computed a row at a time, each row pays the whole per-call cost for a few elements.
+// When the output and the other input hold C with consecutive rows adjacent, several rows are
+// computed as one span instead: the broadcast input's value per row is repeated into a block.
+template <typename C, typename F>
+bool run_short_broadcast_rows(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F& compute) {
+    const int nd = loop.ndim;
+    if (nd < 2) return false;
+    const int64_t inner = loop.shape[nd - 1];
+    if (inner <= 0 || inner > detail::kBlock / 4) return false;
+    const auto dense = [&](int k) {
+        return loop.dtype[k] == detail::dtype_of<C>() && loop.strides[k][nd - 1] == static_cast<int64_t>(sizeof(C)) &&
+               loop.strides[k][nd - 2] == inner * static_cast<int64_t>(sizeof(C));
+    };
+    bool broadcast[3] = {false, false, false};
+    if (!dense(0)) return false;
+    int broadcasts = 0;
+    for (int k = 1; k < 3; ++k) {
+        broadcast[k] = loop.strides[k][nd - 1] == 0;
+        if (broadcast[k]) ++broadcasts;
+        else if (!dense(k)) return false;
+    }
+    if (broadcasts == 0) return false;
+    // Iterate the loop without its last dim; each index is one short row.
+    ElementwiseLoop rows = loop;
+    rows.ndim = nd - 1;
+    constexpr int64_t kSpan = 4 * detail::kBlock;
+    const int64_t per_block = kSpan / inner;
+    detail::for_each_row(rows, pool, [&](char** p, const int64_t* s, int64_t n) {
+        alignas(64) C buf[2][kSpan];
+        for (int64_t r = 0; r < n; r += per_block) {
+            const int64_t q = std::min(per_block, n - r);
+            const C* in[2];
+            for (int k = 1; k < 3; ++k) {
+                const char* base = p[k] + r * s[k];
+                if (!broadcast[k]) {
+                    in[k - 1] = reinterpret_cast<const C*>(base);
+                    continue;
+                }
+                C* b = buf[k - 1];
+                C values[kSpan];  // one per row, converted in one call
+                detail::load_block(values, base, s[k], loop.dtype[k], q);
+                for (int64_t j = 0; j < q; ++j)
+                    for (int64_t i = 0; i < inner; ++i) b[j * inner + i] = values[j];
+                in[k - 1] = b;
+            }
+            compute(reinterpret_cast<C*>(p[0] + r * s[0]), in[0], in[1], q * inner);
+        }
+    }, inner);
+    return true;
+}
+
 template <typename C, typename F>
 void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
+    if (run_short_broadcast_rows<C>(loop, pool, compute)) return;
     detail::for_each_row(loop, pool, [&](char** p, const int64_t* s, int64_t n) {
         if (detail::direct_row<C>(loop, s)) {
             compute(reinterpret_cast<C*>(p[0]), reinterpret_cast<const C*>(p[1]),

@@ -84,9 +84,10 @@ bool direct_row(const ElementwiseLoop& loop, const int64_t* strides) {
 }
 
 // Calls row(ptrs, strides_of_last_dim, n) for every stretch of the last dimension, splitting
-// the work over the pool.
+// the work over the pool. `weight`: elements each index of the loop stands for (a caller that
+// walks a short dim inside each element passes its size), so the split sees the real work.
 template <typename Row>
-void for_each_row(const ElementwiseLoop& loop, runtime::ThreadPool* pool, Row&& row) {
+void for_each_row(const ElementwiseLoop& loop, runtime::ThreadPool* pool, Row&& row, int64_t weight = 1) {
     const int nd = loop.ndim;
     const int64_t inner = nd == 0 ? 1 : loop.shape[nd - 1];
     int64_t rows = 1;
@@ -120,16 +121,17 @@ void for_each_row(const ElementwiseLoop& loop, runtime::ThreadPool* pool, Row&& 
             }
         }
     };
-    const int64_t total = rows * inner;
+    const int64_t total = rows * inner * weight;
+    const int64_t grain_items = std::max<int64_t>(1, runtime::kParallelGrain / weight);
     if (pool == nullptr || total < 2 * runtime::kParallelGrain) {
         run_rows(0, rows, 0, inner);
     } else if (rows >= pool->num_threads() * 4) {
-        int64_t grain = std::max<int64_t>(1, runtime::kParallelGrain / inner);
+        int64_t grain = std::max<int64_t>(1, grain_items / inner);
         pool->parallel_for(rows, grain, [&](int64_t b, int64_t e) { run_rows(b, e, 0, inner); });
     } else {
         // Few long rows: split each row's columns instead.
         for (int64_t r = 0; r < rows; ++r) {
-            pool->parallel_for(inner, runtime::kParallelGrain, [&](int64_t b, int64_t e) { run_rows(r, r + 1, b, e); });
+            pool->parallel_for(inner, grain_items, [&](int64_t b, int64_t e) { run_rows(r, r + 1, b, e); });
         }
     }
 }
