@@ -91,7 +91,7 @@ OPS = (
     "linspace.out", "logspace.out", "addmv", "addmv.out", "mv", "mv.out", "exponential_",
     # Ember's own decompositions (OWN, below): ops torch._decomp has none for.
     "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out", "multinomial",
-    "_cdist_forward", "_cdist_backward",
+    "_cdist_forward", "_cdist_backward", "_transformer_encoder_layer_fwd",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -237,6 +237,39 @@ def _bucketize(self, boundaries, *, out_int32=False, right=False):
     return decomposition_table[torch.ops.aten.bucketize.Tensor](self, boundaries, out_int32=out_int32, right=right)
 
 
+def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                                   use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                                   ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
+    """nn.TransformerEncoderLayer's inference fast path: self-attention, residual, norm and the
+    feed-forward block, in PyTorch's order. Its attention reads the (merged) mask as the CPU
+    kernel does: any nonzero entry masks a key out; type 1 is a [B, L] key padding mask."""
+    import torch.nn.functional as F
+
+    if src.dim() != 3 or src.is_nested or (mask is not None and mask.dim() not in (2, 3, 4)):
+        return NotImplemented
+    if src.numel() == 0:
+        return src.clone()
+    b, length, e = src.shape
+    heads = num_heads
+    norm = lambda t, w, bias: F.layer_norm(t, (embed_dim,), w, bias, eps)  # noqa: E731
+    x = norm(src, norm_weight_1, norm_bias_1) if norm_first else src
+    q, k, v = F.linear(x, qkv_weight, qkv_bias).view(b, length, 3, heads, e // heads).permute(2, 0, 3, 1, 4)
+    keep = None
+    if mask is not None:
+        masked = mask if mask.dtype == torch.bool else mask != 0
+        if mask_type == 1 or (mask.dim() == 2 and mask.shape == (b, length) and mask_type != 0):
+            masked = masked.view(b, 1, 1, length)
+        keep = masked.logical_not()
+    att = F.scaled_dot_product_attention(q, k, v, attn_mask=keep).transpose(1, 2).reshape(b, length, e)
+    x = F.linear(att, proj_weight, proj_bias) + src
+    if not norm_first:
+        x = norm(x, norm_weight_1, norm_bias_1)
+    h = norm(x, norm_weight_2, norm_bias_2) if norm_first else x
+    h = torch.ops.aten._addmm_activation(ffn_bias_1, h.reshape(b * length, e), ffn_weight_1.t(), use_gelu=use_gelu)
+    x = F.linear(h.view(b, length, -1), ffn_weight_2, ffn_bias_2) + x
+    return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
+
+
 def _exponential_(self, lambd=1.0, *, generator=None):
     """-log(1 - U) / lambd with U uniform on [0, 1) (PyTorch's reference form rejects a
     generator argument)."""
@@ -294,7 +327,7 @@ OWN = {
     "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
     "multinomial": _multinomial, "exponential_": _exponential_,
     "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
-    "bucketize.Tensor": _bucketize,
+    "bucketize.Tensor": _bucketize, "_transformer_encoder_layer_fwd": _transformer_encoder_layer_fwd,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.

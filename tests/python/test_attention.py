@@ -105,3 +105,30 @@ def test_transformer_encoder_inference_fast_path_matches_cpu(layout):
         expected = enc(x, src_key_padding_mask=pad)
         got = ember(x.to("ember"), src_key_padding_mask=pad.to("ember"))
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("masks", ["none", "pad", "src", "both"])
+def test_transformer_encoder_layer_fast_path_eager_and_compiled(norm_first, masks, native_only):
+    # nn.TransformerEncoderLayer in eval mode calls the fused _transformer_encoder_layer_fwd:
+    # ember composes it from native ops (it ran on the CPU and failed a strict compile).
+    import copy
+
+    torch.manual_seed(1)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, norm_first=norm_first,
+                                             activation="gelu" if norm_first else "relu").eval()
+    ember = copy.deepcopy(layer).to("ember")
+    x = torch.randn(3, 8, 32)
+    pad = torch.zeros(3, 8, dtype=torch.bool)
+    pad[0, 6:] = True
+    pad[2, 3:] = True
+    causal = torch.triu(torch.ones(8, 8, dtype=torch.bool), 1)
+    kw = {"none": {}, "pad": dict(src_key_padding_mask=pad), "src": dict(src_mask=causal),
+          "both": dict(src_mask=causal, src_key_padding_mask=pad)}[masks]
+    kw_e = {k: v.to("ember") for k, v in kw.items()}
+    with torch.no_grad():
+        expected = layer(x, **kw)
+        torch.testing.assert_close(ember(x.to("ember"), **kw_e).cpu(), expected, rtol=1e-4, atol=1e-5)
+        torch._dynamo.reset()
+        compiled = torch.compile(ember, backend="ember", fullgraph=True)(x.to("ember"), **kw_e)
+        torch.testing.assert_close(compiled.cpu(), expected, rtol=1e-4, atol=1e-5)
