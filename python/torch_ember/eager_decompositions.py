@@ -394,15 +394,35 @@ def _kernel(name: str):
         if decomposition is None:
             from torch._decomp import decomposition_table
             decomposition = OWN.get(name) or decomposition_table[op]
-        if not _same_rules(base, args, kwargs, decomposition):
+        if not _broadcast_fits(base, args):
             return _cpu(op, base, overload, args, kwargs)
+        out = kwargs.get("out")
+        # An out= dtype that differs from the result's is the CPU kernel's question (the
+        # decomposition would cast where the kernel may refuse): the result is computed without
+        # out= first, then compared. A factory's out= sets the dtype itself: nothing to compare.
+        functional = isinstance(out, torch.Tensor) and bool(_tensors(list(args), []))
         running.add(name)
         try:
-            result = decomposition(*args, **kwargs)
+            result = None
+            if functional:
+                try:
+                    result = decomposition(*args, **{**kwargs, "out": None})
+                except TypeError:  # no functional form: the decomposition's own out= checks apply
+                    pass
+                functional = isinstance(result, torch.Tensor)
+            if not functional and result is not NotImplemented:
+                result = decomposition(*args, **kwargs)
         finally:
             running.discard(name)
         if result is NotImplemented:  # the decomposition declines these arguments
             return _cpu(op, base, overload, args, kwargs)
+        if functional:
+            if result.dtype != out.dtype:
+                return _cpu(op, base, overload, args, kwargs)
+            from torch._prims_common.wrappers import _maybe_resize_out
+
+            _maybe_resize_out(out, result.shape)
+            return out.copy_(result)
         return result
 
     return kernel
@@ -412,27 +432,15 @@ def _kernel(name: str):
 _BROADCASTING_IN_PLACE = frozenset({"heaviside_", "xlogy_", "copysign_"})
 
 
-def _same_rules(base: str, args, kwargs, decomposition) -> bool:
-    """False where a decomposition would bend the CPU kernel's rules on outputs, so the CPU path
-    decides (and raises where it raises): an in-place op whose operands broadcast to more than
-    self's shape (the decomposition would resize self), or an out= whose dtype differs from the
-    result's (the decomposition would cast where the CPU kernel may refuse)."""
-    if base in _BROADCASTING_IN_PLACE:
-        try:
-            if torch.broadcast_shapes(*[t.shape for t in _tensors(list(args), [])]) != args[0].shape:
-                return False
-        except RuntimeError:
-            return False
-    out = kwargs.get("out")
-    # (A factory's out= sets the result dtype itself: nothing to compare.)
-    if isinstance(out, torch.Tensor) and _tensors(list(args), []):
-        try:
-            probe = decomposition(*args, **{**kwargs, "out": None})
-        except TypeError:
-            return True  # a decomposition without a functional form: its own checks apply
-        if isinstance(probe, torch.Tensor) and probe.dtype != out.dtype:
-            return False
-    return True
+def _broadcast_fits(base: str, args) -> bool:
+    """False for an in-place op whose operands broadcast to more than self's shape: the
+    decomposition would resize self, where the CPU kernel raises (so the CPU path decides)."""
+    if base not in _BROADCASTING_IN_PLACE:
+        return True
+    try:
+        return torch.broadcast_shapes(*[t.shape for t in _tensors(list(args), [])]) == args[0].shape
+    except RuntimeError:
+        return False
 
 
 def install() -> None:

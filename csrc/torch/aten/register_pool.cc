@@ -72,6 +72,16 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
     return {out, idx};
 }
 
+// The gradient of a max pooling (plain or adaptive): each output's gradient added at the input
+// position its index names (h * W + w in the plane).
+at::Tensor scatter_to_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& indices, const char* name) {
+    at::Tensor g = grad.contiguous(), idx = indices.contiguous();
+    at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    kernels::TensorView giv = planes(gi), gv = planes(g, false), iv = planes(idx, false);
+    queue(gi, name, [giv, gv, iv](runtime::ThreadPool* pool) { return kernels::max_pool2d_backward(giv, gv, iv, pool); });
+    return gi;
+}
+
 at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c10::IntArrayRef kernel,
                                c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                bool ceil_mode, const at::Tensor& indices) {
@@ -79,13 +89,7 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c
         !on_device(self.device(), indices)) {
         return cpu<ATEN_OP(max_pool2d_with_indices_backward)>(grad, self, kernel, stride, padding, dilation, ceil_mode, indices);
     }
-    at::Tensor g = grad.contiguous(), idx = indices.contiguous();
-    at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::TensorView giv = planes(gi), gv = planes(g, false), iv = planes(idx, false);
-    queue(gi, "max_pool2d_backward", [giv, gv, iv](runtime::ThreadPool* pool) {
-        return kernels::max_pool2d_backward(giv, gv, iv, pool);
-    });
-    return gi;
+    return scatter_to_max(grad, self, indices, "max_pool2d_backward");
 }
 
 // ---- average pooling --------------------------------------------------------------------------
@@ -181,13 +185,7 @@ at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad, const at::Tensor
         !on_device(self.device(), indices) || indices.scalar_type() != at::kLong || !grad.sizes().equals(indices.sizes())) {
         return cpu<ATEN_OP(adaptive_max_pool2d_backward)>(grad, self, indices);
     }
-    at::Tensor g = grad.contiguous(), idx = indices.contiguous();
-    at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::TensorView giv = planes(gi), gv = planes(g, false), iv = planes(idx, false);
-    queue(gi, "adaptive_max_pool2d_backward", [giv, gv, iv](runtime::ThreadPool* pool) {
-        return kernels::max_pool2d_backward(giv, gv, iv, pool);
-    });
-    return gi;
+    return scatter_to_max(grad, self, indices, "adaptive_max_pool2d_backward");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ property checks and the crash isolation, which all address an OpInfo by its full
 from __future__ import annotations
 
 import sys
+import time
 import types
 import unittest
 
@@ -54,6 +55,18 @@ def full_name(op) -> str:
 def skip_reason(op) -> str | None:
     """Why `op` is left out altogether, or None."""
     return SKIP_OPS.get(full_name(op)) or SKIP_OPS.get(op.name)
+
+
+def skip_before_running(op, dtype: torch.dtype, end: float) -> str | None:
+    """Why (op, dtype) is not run at all: the time budget is spent (`end`, a time.monotonic()
+    deadline), the op is left out, or the CPU does not support the dtype. None: run it."""
+    if time.monotonic() >= end:
+        return "time budget"
+    if skip_reason(op):
+        return skip_reason(op)
+    if dtype not in op.supported_dtypes("cpu"):
+        return "dtype unsupported"
+    return None
 
 
 def waived(op, test: str, dtype: torch.dtype) -> bool:

@@ -33,7 +33,7 @@ from torch.utils import _pytree as pytree
 import torch_ember
 
 from . import check, outs
-from .opdb import RANDOM_OPS, dtype_name, full_name, skip_reason, waived
+from .opdb import RANDOM_OPS, dtype_name, full_name, skip_before_running, waived
 from .samples import run_samples, skipped
 
 PROPERTIES = ("out", "noncontiguous", "variants", "bool_bytes")
@@ -263,13 +263,7 @@ def check_properties(op, dtype, *, max_samples, op_time_limit, end, properties=P
     trace = trace or (lambda kind, index, summary, result=None: None)
     kinds = passes(dtype, {"properties": properties})
     rec = {"op": full_name(op), "dtype": dtype_name(dtype)}
-    skip = None
-    if time.monotonic() >= end:
-        skip = "time budget"
-    elif skip_reason(op):
-        skip = skip_reason(op)
-    elif dtype not in op.supported_dtypes("cpu"):
-        skip = "dtype unsupported"
+    skip = skip_before_running(op, dtype, end)
     if skip:
         return {**rec, **{k: skipped(skip) for k in kinds}}
     # test_out's overrides too: an out= kernel may accumulate in another order (addbmm).

@@ -61,7 +61,7 @@ import torch_ember
 from . import check, report
 # Re-exported: callers (tests, isolate.py) address op_db through this module.
 from .opdb import (RANDOM_OPS, SKIP_OPS, dtype_name, full_name, load_op_db,  # noqa: F401
-                   parse_dtype, select_ops, skip_reason)
+                   parse_dtype, select_ops, skip_before_running, skip_reason)
 from .samples import run_samples, skipped, skipped_row
 
 DEFAULT_DTYPES = ("float32", "bfloat16", "int64", "bool")
@@ -99,13 +99,7 @@ def check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward=True,
 def _check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trace=None) -> dict:
     trace = trace or (lambda kind, index, summary, result=None: None)
     want_backward = backward and dtype == torch.float32
-    skip = None
-    if time.monotonic() >= end:
-        skip = "time budget"
-    elif skip_reason(op):
-        skip = skip_reason(op)
-    elif dtype not in op.supported_dtypes("cpu"):
-        skip = "dtype unsupported"
+    skip = skip_before_running(op, dtype, end)
     if skip:
         return skipped_row(full_name(op), dtype, skip, op_passes(dtype, {"backward": backward}))
 

@@ -19,7 +19,7 @@ def _left_aligned(keep: torch.Tensor) -> bool:
     return keep.shape[-1] < 2 or bool((keep[:, 1:] <= keep[:, :-1]).all())
 
 
-def _would_nest(module, enc, src, mask, pad) -> bool:
+def _would_nest(enc, src, mask, pad) -> bool:
     """Whether PyTorch's TransformerEncoder.forward would convert `src` to a nested tensor (the
     conditions of torch 2.13's sparsity fast path, with the true left-alignment answer)."""
     first = enc.layers[0]
@@ -50,7 +50,7 @@ def patch_encoder(module) -> None:
             return original(self, src, mask, src_key_padding_mask, is_causal)
         pad = F._canonical_mask(mask=src_key_padding_mask, mask_name="src_key_padding_mask",
                                 other_type=F._none_or_dtype(mask), other_name="mask", target_type=src.dtype)
-        if not _would_nest(module, self, src, mask, pad):
+        if not _would_nest(self, src, mask, pad):
             return original(self, src, mask, src_key_padding_mask, is_causal)
         is_causal = module._detect_is_causal_mask(None, is_causal, module._get_seq_len(src, True))
         output = src

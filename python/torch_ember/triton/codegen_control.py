@@ -8,6 +8,18 @@ import re
 from .codegen import Op, Translator, Ty, V, _SIZE, ctype, find_top, handles, parse_type, split_top
 
 
+def _local_copy(t, name: str, ty, src) -> V:
+    """A new local named after `name` holding a copy of `src` (a tile buffer or a scalar): loop
+    carries and block arguments are written in place, so they never alias their initial value."""
+    if ty.is_tensor:
+        b = t.alloc(ty, name)
+        t.emit(f"std::memmove({b.name}, {src.name}, {ty.numel * _SIZE[ty.elem]});")
+    else:
+        b = V(t.fresh(name), ty)
+        t.emit(f"{ctype(ty)} {b.name} = {src.name};")
+    return b
+
+
 @handles("scf.for")
 def _for(t: Translator, op: Op):
     m = re.match(r"^(%\S+) = (%\S+) to (%\S+) step (%\S+)(?:\s+iter_args\((.*)\)\s*->\s*\((.*)\))?\s*(?::\s*(\S+))?$",
@@ -22,14 +34,7 @@ def _for(t: Translator, op: Op):
         for part, oty in zip(split_top(m.group(5)), split_top(m.group(6))):
             arg, init = (s.strip() for s in part.split("="))
             ty = parse_type(oty)
-            iv0 = t.get(init, op)
-            if ty.is_tensor:
-                b = t.alloc(ty, arg)
-                t.emit(f"std::memmove({b.name}, {iv0.name}, {ty.numel * _SIZE[ty.elem]});")
-            else:
-                b = V(t.fresh(arg), ty)
-                t.emit(f"{ctype(ty)} {b.name} = {iv0.name};")
-            bufs.append((arg, b))
+            bufs.append((arg, _local_copy(t, arg, ty, t.get(init, op))))
     ivn = t.fresh(iv)
     c = ctype(ivty)
     t.emit(f"for ({c} {ivn} = {lbv.name}; {ivn} < ({c}){ubv.name}; {ivn} += ({c}){stv.name}) {{")
@@ -147,13 +152,7 @@ def _jump(t: Translator, op: Op, label: str, vals: list):
     t.depth += 1
     saved = dict(t.env)
     for (name, ty), v in zip(block.args, vals):
-        if ty.is_tensor:
-            b = t.alloc(ty, name)
-            t.emit(f"std::memmove({b.name}, {v.name}, {ty.numel * _SIZE[ty.elem]});")
-        else:
-            b = V(t.fresh(name), ty)
-            t.emit(f"{ctype(ty)} {b.name} = {v.name};")
-        t.env[name] = b
+        t.env[name] = _local_copy(t, name, ty, v)
     t.branch_path.append(label)
     t.block(block.ops)
     t.branch_path.pop()

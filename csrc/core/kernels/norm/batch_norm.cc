@@ -14,7 +14,6 @@ namespace ember::kernels {
 namespace {
 
 using namespace detail::norm;
-using detail::convert;
 
 // Row (n, c) of an [N, C, S] view: S contiguous elements.
 inline char* row_ptr(const TensorView& v, int64_t n, int64_t c) {
@@ -23,27 +22,17 @@ inline char* row_ptr(const TensorView& v, int64_t n, int64_t c) {
 
 template <typename C>
 const C* load_nc(const TensorView& v, int64_t n, int64_t c, int64_t s, C* buf) {
-    const char* p = row_ptr(v, n, c);
-    if (v.dtype == dtype_of<C>()) return reinterpret_cast<const C*>(p);
-    EMBER_DISPATCH_REAL(v.dtype, {
-        const auto* src = reinterpret_cast<const scalar_t*>(p);
-        for (int64_t i = 0; i < s; ++i) buf[i] = convert<C>(src[i]);
-    });
-    return buf;
+    return load_span(row_ptr(v, n, c), v.dtype, s, buf);
 }
 
 template <typename C>
 C* dest_nc(const TensorView& v, int64_t n, int64_t c, C* buf) {
-    return v.dtype == dtype_of<C>() ? reinterpret_cast<C*>(row_ptr(v, n, c)) : buf;
+    return dest_span(row_ptr(v, n, c), v.dtype, buf);
 }
 
 template <typename C>
 void store_nc(const TensorView& v, int64_t n, int64_t c, int64_t s, const C* buf) {
-    if (v.dtype == dtype_of<C>()) return;
-    EMBER_DISPATCH_REAL(v.dtype, {
-        auto* d = reinterpret_cast<scalar_t*>(row_ptr(v, n, c));
-        for (int64_t i = 0; i < s; ++i) d[i] = convert<scalar_t>(buf[i]);
-    });
+    store_span(row_ptr(v, n, c), v.dtype, s, buf);
 }
 
 // A row's mean and sum of squared deviations, two passes over the row (it is in cache): the

@@ -62,33 +62,49 @@ void store_at(const TensorView& v, int64_t r, int64_t c, C value) {
     EMBER_DISPATCH_REAL(v.dtype, reinterpret_cast<scalar_t*>(at(v, r))[c * v.strides[1]] = convert<scalar_t>(value));
 }
 
-// The row itself when it already holds C (no copy), else `buf` filled by conversion.
+// n contiguous elements of dtype `dt` at p: p itself when they already hold C (no copy), else
+// `buf` filled by conversion.
 template <typename C>
-const C* load_row(const TensorView& v, int64_t r, int64_t n, C* buf) {
-    const char* p = at(v, r);
-    if (v.dtype == dtype_of<C>()) return reinterpret_cast<const C*>(p);
-    EMBER_DISPATCH_REAL(v.dtype, {
+const C* load_span(const char* p, DType dt, int64_t n, C* buf) {
+    if (dt == dtype_of<C>()) return reinterpret_cast<const C*>(p);
+    EMBER_DISPATCH_REAL(dt, {
         const auto* s = reinterpret_cast<const scalar_t*>(p);
         for (int64_t i = 0; i < n; ++i) buf[i] = convert<C>(s[i]);
     });
     return buf;
 }
 
-// Where to compute an output row: the row itself when it holds C, else `buf`, which store_row
-// then converts into the row. Computing in place is safe for in == out because every kernel
-// here writes element i only after its last read of input element i.
+// Where to compute n output elements at p: p itself when it holds C, else `buf`, which
+// store_span then converts into p. Computing in place is safe for in == out because every
+// kernel here writes element i only after its last read of input element i.
+template <typename C>
+C* dest_span(char* p, DType dt, C* buf) {
+    return dt == dtype_of<C>() ? reinterpret_cast<C*>(p) : buf;
+}
+
+template <typename C>
+void store_span(char* p, DType dt, int64_t n, const C* buf) {
+    if (dt == dtype_of<C>()) return;
+    EMBER_DISPATCH_REAL(dt, {
+        auto* d = reinterpret_cast<scalar_t*>(p);
+        for (int64_t i = 0; i < n; ++i) d[i] = convert<scalar_t>(buf[i]);
+    });
+}
+
+// The same for row r of a [rows, cols] view.
+template <typename C>
+const C* load_row(const TensorView& v, int64_t r, int64_t n, C* buf) {
+    return load_span(at(v, r), v.dtype, n, buf);
+}
+
 template <typename C>
 C* dest_row(const TensorView& v, int64_t r, C* buf) {
-    return v.dtype == dtype_of<C>() ? reinterpret_cast<C*>(at(v, r)) : buf;
+    return dest_span(at(v, r), v.dtype, buf);
 }
 
 template <typename C>
 void store_row(const TensorView& v, int64_t r, int64_t n, const C* buf) {
-    if (v.dtype == dtype_of<C>()) return;
-    EMBER_DISPATCH_REAL(v.dtype, {
-        auto* d = reinterpret_cast<scalar_t*>(at(v, r));
-        for (int64_t i = 0; i < n; ++i) d[i] = convert<scalar_t>(buf[i]);
-    });
+    store_span(at(v, r), v.dtype, n, buf);
 }
 
 // A [n] vector converted to C, or n copies of `absent` when the view has no data.
