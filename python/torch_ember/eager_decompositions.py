@@ -74,7 +74,7 @@ OPS = (
     "threshold", "threshold.out", "threshold_",
     "trace", "unfold_backward",
     "xlogy.OutTensor", "xlogy.Tensor", "xlogy_.Tensor",
-    "elu", "elu.out", "leaky_relu", "leaky_relu.out", "silu_backward", "silu_backward.grad_input",
+    "elu", "elu.out", "leaky_relu", "leaky_relu.out",
     "adaptive_max_pool2d.out", "adaptive_max_pool3d", "adaptive_max_pool3d.out",
     "max_pool2d_with_indices.out", "max_pool2d_with_indices_backward.grad_input",
     "max_pool3d_with_indices", "max_pool3d_with_indices.out",

@@ -18,11 +18,20 @@ inline void cpu_relax() {
 #endif
 }
 
+// claim_ layout: call id in the high 40 bits, chunk count and next chunk in 12 bits each.
+constexpr int kChunkBits = 12;
+constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+constexpr int64_t kMaxChunks = static_cast<int64_t>(kChunkMask);
+
+inline uint64_t claim_word(uint64_t call, int64_t chunks) {
+    return (call << (2 * kChunkBits)) | (static_cast<uint64_t>(chunks) << kChunkBits);
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
     for (int i = 1; i < std::max(1, num_threads); ++i) {
-        workers_.emplace_back([this, i] { worker_loop(i); });
+        workers_.emplace_back([this] { worker_loop(); });
     }
 }
 
@@ -36,21 +45,26 @@ ThreadPool::~ThreadPool() {
     for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunk(int id) {
-    // The fields were written before generation_ was bumped (release) and read after it was
-    // seen (acquire); the caller does not touch them again until every chunk is done.
-    if (fn_ == nullptr || id >= chunks_) return;
-    const int64_t begin = id * chunk_;
-    const int64_t end = std::min(n_, begin + chunk_);
-    if (begin < end) (*fn_)(begin, end);
-    if (pending_chunks_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-        caller_waiting_.load(std::memory_order_seq_cst)) {
-        { std::lock_guard<std::mutex> lock(mu_); }
-        done_cv_.notify_all();
+void ThreadPool::run_chunks() {
+    for (;;) {
+        uint64_t c = claim_.load(std::memory_order_acquire);
+        const uint64_t next = c & kChunkMask, chunks = (c >> kChunkBits) & kChunkMask;
+        if (next >= chunks) return;
+        if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+        // The call's fields were written before its claim word (release, read by the acquire
+        // above), and the caller keeps them until this chunk is counted done.
+        const int64_t begin = static_cast<int64_t>(next) * chunk_;
+        const int64_t end = std::min(n_, begin + chunk_);
+        if (begin < end) (*fn_)(begin, end);
+        if (pending_chunks_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+            caller_waiting_.load(std::memory_order_seq_cst)) {
+            { std::lock_guard<std::mutex> lock(mu_); }
+            done_cv_.notify_all();
+        }
     }
 }
 
-void ThreadPool::worker_loop(int id) {
+void ThreadPool::worker_loop() {
     t_inside_pool = true;
     uint64_t seen = 0;
     for (;;) {
@@ -65,7 +79,7 @@ void ThreadPool::worker_loop(int id) {
         }
         if (stop_.load()) return;
         seen = generation_.load(std::memory_order_acquire);
-        run_chunk(id);
+        run_chunks();
     }
 }
 
@@ -79,19 +93,21 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     }
     std::lock_guard<std::mutex> call_lock(call_mu_);
     const int64_t threads = num_threads();
-    const int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+    const int64_t chunks = std::min<int64_t>({threads * kChunksPerThread, (n + grain - 1) / grain, kMaxChunks});
     fn_ = &fn;
     n_ = n;
     chunk_ = (n + chunks - 1) / chunks;
-    chunks_ = chunks;
-    pending_chunks_.store(chunks, std::memory_order_relaxed);
+    // Rounding the chunk size up can leave trailing chunks empty; count only the real ones.
+    const int64_t real = (n + chunk_ - 1) / chunk_;
+    pending_chunks_.store(real, std::memory_order_relaxed);
+    claim_.store(claim_word(++call_id_, real), std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
         { std::lock_guard<std::mutex> lock(mu_); }
         work_cv_.notify_all();
     }
     t_inside_pool = true;
-    run_chunk(0);
+    run_chunks();
     t_inside_pool = false;
     for (int i = 0; i < kSpinIterations && pending_chunks_.load(std::memory_order_acquire) > 0; ++i) cpu_relax();
     if (pending_chunks_.load(std::memory_order_acquire) > 0) {

@@ -1,7 +1,8 @@
 // ThreadPool: the compute threads of one device. Kernels split work with parallel_for.
 //
-// Chunk i always goes to participant i (the caller is 0), so repeated kernels over the same
-// tensors find each half in the cache of the core that touched it last.
+// Participants claim chunks from a shared counter, so a thread the OS has descheduled (the host
+// thread, the stream worker and the pool share few cores) delays nobody: the others take its
+// chunks. A call is split into up to kChunksPerThread chunks per thread for the same reason.
 //
 // Thread-safety: parallel_for may be called from several threads at once (one per stream);
 // calls are served one at a time so that each gets every thread, which keeps large kernels fast
@@ -25,6 +26,9 @@ namespace ember::runtime {
 // sleeping pool thread costs tens of microseconds on a busy small machine (about 50 us measured on
 // 2 cores), which is what a single thread needs for roughly half a million elements.
 constexpr int64_t kParallelGrain = 1 << 16;
+
+// Chunks per thread a call is split into at most (each still at least `grain` elements).
+constexpr int64_t kChunksPerThread = 4;
 
 class ThreadPool {
   public:
@@ -57,22 +61,27 @@ class ThreadPool {
     }
 
   private:
-    void worker_loop(int id);
-    void run_chunk(int id);
+    void worker_loop();
+    void run_chunks();
 
     std::vector<std::thread> workers_;
     std::mutex call_mu_;  // one parallel_for at a time
 
-    // Hand-off: the caller publishes the call's fields, then bumps generation_; workers spin on
-    // it briefly before sleeping on work_cv_, and are signalled only when some sleep. The caller
-    // likewise spins on pending_chunks_ before sleeping on done_cv_.
+    // Hand-off: the caller publishes the call's fields and its claim word, then bumps
+    // generation_; workers spin on it briefly before sleeping on work_cv_, and are signalled only
+    // when some sleep. The caller likewise spins on pending_chunks_ before sleeping on done_cv_.
+    // claim_ packs (call id, chunk count, next chunk): a participant takes chunk i by a
+    // compare-exchange from i to i + 1 under the same call id, so a late worker can never take a
+    // chunk of a call that already finished, and the fields it then reads stay valid until its
+    // chunk is counted done.
     std::mutex mu_;
     std::condition_variable work_cv_;
     std::condition_variable done_cv_;
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0;
     int64_t chunk_ = 0;
-    int64_t chunks_ = 0;
+    uint64_t call_id_ = 0;  // written by the caller under call_mu_ only
+    std::atomic<uint64_t> claim_{0};
     std::atomic<int64_t> pending_chunks_{0};
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> sleepers_{0};

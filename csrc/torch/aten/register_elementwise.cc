@@ -457,6 +457,20 @@ at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self
     return grad_input;
 }
 
+at::Tensor& silu_backward_out(const at::Tensor& grad, const at::Tensor& self, at::Tensor& grad_input) {
+    auto iter = TensorIterator::binary_op(grad_input, grad, self);
+    if (!native_compute(iter, false)) return cpu<ATEN_OP2(silu_backward, grad_input)>(grad, self, grad_input);
+    queue_binary(BinaryOp::kSiluBackward, iter);
+    return grad_input;
+}
+
+// silu_backward also has a CompositeImplicitAutograd kernel (sigmoid and three muls), which
+// backends without their own functional form get; this one makes it a single kernel.
+at::Tensor silu_backward(const at::Tensor& grad, const at::Tensor& self) {
+    at::Tensor out = at::empty({0}, grad.options().dtype(at::result_type(grad, self)));
+    return silu_backward_out(grad, self, out);
+}
+
 #define EMBER_OUTPUT_BACKWARD(name, kOp)                                                         \
     at::Tensor& name##_out(const at::Tensor& grad, const at::Tensor& output, at::Tensor& grad_input) { \
         auto iter = TensorIterator::binary_op(grad_input, grad, output);                          \
@@ -646,6 +660,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("softplus.out", softplus_out);
     m.impl("softplus_backward.grad_input", softplus_backward_out);
     m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
+    m.impl("silu_backward", silu_backward);
+    m.impl("silu_backward.grad_input", silu_backward_out);
     m.impl("tanh_backward.grad_input", tanh_backward_out);
     m.impl("bitwise_not.out", bitwise_not_out);
     m.impl("bitwise_and.Tensor_out", bitwise_and_out);

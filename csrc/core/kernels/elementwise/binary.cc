@@ -4,6 +4,7 @@
 #include "kernels/elementwise/block_io.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/simd.h"
+#include "kernels/vec_math.h"
 
 namespace ember::kernels {
 namespace {
@@ -28,6 +29,16 @@ inline T softplus_backward(T g, T x) {
     if (x > T(20)) return g;
     const T z = std::exp(x);
     return g * z / (z + T(1));
+}
+
+// silu's backward, PyTorch's formula: g * s * (1 + x * (1 - s)) with s = sigmoid(x). The float
+// exp is the vectorizable one, so the loop stays in SIMD lanes.
+inline float sig_exp(float x) { return vmath::exp(x); }
+inline double sig_exp(double x) { return std::exp(x); }
+template <typename T>
+inline T silu_backward(T g, T x) {
+    const T s = T(1) / (T(1) + sig_exp(-x));
+    return g * s * (T(1) + x * (T(1) - s));
 }
 
 // PyTorch's div_floor_floating: floor of the true quotient, computed from fmod so that it is
@@ -86,6 +97,9 @@ inline T remainder(T a, T b) {
             break;                                                                              \
         case BinaryOp::kSoftplusBackward:                                                       \
             for (int64_t i = 0; i < n; ++i) y[i] = softplus_backward(a[i], b[i]);               \
+            break;                                                                              \
+        case BinaryOp::kSiluBackward:                                                           \
+            for (int64_t i = 0; i < n; ++i) y[i] = silu_backward(a[i], b[i]);                   \
             break;                                                                              \
         case BinaryOp::kFloorDivide: for (int64_t i = 0; i < n; ++i) y[i] = floor_divide(a[i], b[i]); break; \
         case BinaryOp::kTruncDivide: for (int64_t i = 0; i < n; ++i) y[i] = std::trunc(a[i] / b[i]); break;  \
@@ -233,7 +247,7 @@ const char* op_name(BinaryOp op) {
     static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                   "eq", "ne", "lt", "le", "gt", "ge", "sigmoid_backward",
                                   "tanh_backward", "gelu_backward", "gelu_tanh_backward",
-                                  "softplus_backward", "atan2", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",
+                                  "softplus_backward", "silu_backward", "atan2", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",
                                   "floor_divide", "trunc_divide", "remainder", "fmod"};
     return names[static_cast<int>(op)];
 }

@@ -55,8 +55,8 @@ enum class BinaryOp : int8_t {
     kMul, kDiv, kPow, kMaximum, kMinimum,
     kEq, kNe, kLt, kLe, kGt, kGe,  // produce 0/1, stored to the output's dtype (bool)
     // Activation backwards: a is the incoming gradient, b the saved output (sigmoid, tanh) or
-    // input (gelu, softplus).
-    kSigmoidBackward, kTanhBackward, kGeluBackward, kGeluTanhBackward, kSoftplusBackward,
+    // input (gelu, softplus, silu).
+    kSigmoidBackward, kTanhBackward, kGeluBackward, kGeluTanhBackward, kSoftplusBackward, kSiluBackward,
     kAtan2,  // atan2(a, b)
     kHypot,  // sqrt(a^2 + b^2), without overflow in the squares
     kBitwiseAnd, kBitwiseOr, kBitwiseXor,  // integers and bool only
