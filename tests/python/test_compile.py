@@ -374,6 +374,23 @@ def test_ops_with_eager_kernels_compile_as_library_steps():
     assert [op for op, _ in rec["library_ops"]] == ["aten.cumsum.default"] and not rec["eager_ops"]
 
 
+def test_scans_compile_forward_and_backward():
+    # logcumsumexp, cummax and cummin have eager kernels, so they compile strictly (and their
+    # backwards, which flip and scatter_add, too).
+    def f(x):
+        v, i = torch.cummax(x, 1)
+        return torch.logcumsumexp(x * 2, -1).sum() + v.sum() + torch.cummin(x, 0)[0].mean() + i.float().sum()
+
+    x = torch.randn(4, 9, requires_grad=True)
+    xe = x.detach().to("ember").requires_grad_()
+    expected, got = f(x), torch.compile(f, backend="ember", fullgraph=True)(xe)
+    expected.backward()
+    got.backward()
+    torch.testing.assert_close(got.cpu(), expected.detach())
+    torch.testing.assert_close(xe.grad.cpu(), x.grad)
+    assert not any(rec["eager_ops"] for rec in torch_ember.compile_stats())
+
+
 def test_unknown_option_is_rejected():
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="unknown ember compile option"):
         _compile(lambda x: x + 1, fallbck="eager")(torch.randn(2, device="ember"))

@@ -1,5 +1,5 @@
-"""Native cat, index_select, embedding (forward and backward), tril/triu, cumsum and arange
-match PyTorch CPU."""
+"""Native cat, index_select, embedding (forward and backward), tril/triu, the scans (cumsum,
+logcumsumexp, cummax/cummin) and arange match PyTorch CPU."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -61,6 +61,62 @@ def test_cumsum(dtype, native_only):
     same_outcome(lambda a: a.cumsum(1), x)
     same_outcome(lambda a: a.cumsum(0), x)
     same_outcome(lambda a: torch.cumsum(a, -1, dtype=torch.float64), x)
+
+
+def same_scan(fn, x):
+    """fn's result (a tensor or a (values, indices) pair) on ember equals CPU's, NaN included."""
+    expected, got = fn(x), fn(x.to("ember"))
+    for e, g in zip(*((r,) if isinstance(r, torch.Tensor) else tuple(r) for r in (expected, got))):
+        assert g.device.type == "ember" and g.dtype == e.dtype
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+
+
+def _scan_input():
+    x = sample((3, 7, 5), torch.float32)
+    x[0, 2, 1] = float("nan")
+    x[1, 3, 2] = x[1, 5, 2] = float("inf")  # equal infinities: logcumsumexp keeps inf, not NaN
+    x[2, :, 0] = -float("inf")
+    x[2, 4, 3] = x[2, 1, 3]  # a tie: cummax/cummin report the later position
+    return x
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scans_nan_inf_ties(dim, native_only):
+    x = _scan_input()
+    for fn in (torch.cummax, torch.cummin, torch.logcumsumexp):
+        same_scan(lambda a: fn(a, dim), x)
+        same_scan(lambda a: fn(a.transpose(0, 2), dim), x)  # strided input
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int32, torch.uint8, torch.float16])
+def test_cummax_cummin_dtypes(dtype, native_only):
+    x = sample((4, 6), dtype)
+    same_scan(lambda a: torch.cummax(a, 1), x)
+    same_scan(lambda a: torch.cummin(a, 0), x)
+    if dtype.is_floating_point:
+        same_scan(lambda a: torch.logcumsumexp(a, 1), x)
+
+
+def test_logcumsumexp_is_stable_where_exp_underflows(native_only):
+    # exp of every value is 0 in float32: a composed log(cumsum(exp(x))) would give -inf.
+    x = sample((2, 1000), torch.float32) * 50 - 200
+    same_scan(lambda a: torch.logcumsumexp(a, 1), x)
+
+
+def test_scans_out_and_backward(native_only):
+    x = sample((7, 3), torch.float32)
+    v, i = torch.empty(3, 7).t(), torch.empty(3, 7, dtype=torch.long).t()  # strided out=
+    ve, ie = v.to("ember"), i.to("ember")
+    torch.cummax(x, 0, out=(v, i))
+    torch.cummax(x.to("ember"), 0, out=(ve, ie))
+    torch.testing.assert_close(ve.cpu(), v)
+    torch.testing.assert_close(ie.cpu(), i)
+    xd = sample((4, 6), torch.float64)
+    for fn in (lambda t: torch.cummax(t, 1)[0], lambda t: torch.cummin(t, 0)[0], lambda t: torch.logcumsumexp(t, 1)):
+        a, b = xd.clone().requires_grad_(), xd.to("ember").requires_grad_()
+        fn(a).pow(2).sum().backward()
+        fn(b).pow(2).sum().backward()
+        torch.testing.assert_close(b.grad.cpu(), a.grad)
 
 
 @pytest.mark.parametrize("args", [(10,), (2, 11, 3), (0, 1, 0.1), (-5, 5, 0.7), (5, -5, -1)])

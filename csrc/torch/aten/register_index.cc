@@ -1,5 +1,6 @@
 // Indexing and shape ops: cat, index_select (embedding's forward), embedding's backward,
-// tril/triu, cumsum and arange, on core's kernels/index and kernels/fill. Inputs these kernels do
+// tril/triu, the scans (cumsum, logcumsumexp, cummax/cummin) and arange, on core's kernels/index,
+// kernels/reduce/scan and kernels/fill. Inputs these kernels do
 // not cover take the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
@@ -14,6 +15,7 @@
 #include "kernels/fill.h"
 #include "kernels/index/histogram.h"
 #include "kernels/index/index.h"
+#include "kernels/reduce/scan.h"
 #include "glue.h"
 
 namespace ember::torch_glue {
@@ -180,19 +182,30 @@ EMBER_TRI(triu, false)
 
 // ---- cumsum -----------------------------------------------------------------------------------
 
+// Runs a scan along `dim` from self into out (and indices) of self's shape, through contiguous
+// temporaries where an output is strided or overlaps self.
+void run_scan(kernels::ScanOp op, const at::Tensor& self, int64_t dim, at::Tensor& out, at::Tensor* indices) {
+    dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    if (self.numel() == 0) return;
+    at::Tensor src = self.contiguous();
+    auto direct = [&](const at::Tensor& t) { return t.is_contiguous() && !t.is_same(self); };
+    at::Tensor dst = direct(out) ? out : at::empty(self.sizes(), out.options());
+    at::Tensor idx;
+    if (indices != nullptr) idx = direct(*indices) ? *indices : at::empty(self.sizes(), indices->options());
+    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim, false);
+    kernels::TensorView x = idx.defined() ? fold3(idx, dim) : kernels::TensorView{};
+    queue(dst, kernels::op_name(op), [op, o, x, i](runtime::ThreadPool* p) { return kernels::scan(op, o, x, i, p); });
+    if (!dst.is_same(out)) out.copy_(dst);
+    if (indices != nullptr && !idx.is_same(*indices)) indices->copy_(idx);
+}
+
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
     c10::ScalarType rt = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
     if (!plain_dtype(self.scalar_type()) || out.scalar_type() != rt) {
         return cpu<ATEN_OP2(cumsum, out)>(self, dim, dtype, out);
     }
-    dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
     resize_out(out, self.sizes());
-    if (self.numel() == 0) return out;
-    at::Tensor src = self.contiguous();
-    at::Tensor dst = out.is_contiguous() && !out.is_same(self) ? out : at::empty(self.sizes(), out.options());
-    kernels::TensorView o = fold3(dst, dim), i = fold3(src, dim, false);
-    queue(dst, "cumsum", [o, i](runtime::ThreadPool* p) { return kernels::cumsum(o, i, p); });
-    if (!dst.is_same(out)) out.copy_(dst);
+    run_scan(kernels::ScanOp::kSum, self, dim, out, nullptr);
     return out;
 }
 
@@ -200,6 +213,36 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<c10::Scalar
     c10::ScalarType rt = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
     at::Tensor out = at::empty({0}, self.options().dtype(rt));
     return cumsum_out(self, dim, dtype, out);
+}
+
+// cummax/cummin's backend step: values and indices already have self's shape (cummax_out sized
+// them and took the 0-dim and empty cases).
+#define EMBER_CUM_EXTREME(name, kOp)                                                              \
+    void name(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {     \
+        if (!plain_dtype(self.scalar_type()) || values.scalar_type() != self.scalar_type()) {     \
+            return cpu<ATEN_OP(name)>(self, values, indices, dim);                                \
+        }                                                                                         \
+        run_scan(kOp, self, dim, values, &indices);                                               \
+    }
+EMBER_CUM_EXTREME(_cummax_helper, kernels::ScanOp::kMax)
+EMBER_CUM_EXTREME(_cummin_helper, kernels::ScanOp::kMin)
+#undef EMBER_CUM_EXTREME
+
+bool float_dtype(c10::ScalarType t) { return at::isFloatingType(t) && has_dtype(t); }
+
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+    if (!float_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type()) {
+        return cpu<ATEN_OP2(_logcumsumexp, out)>(self, dim, out);
+    }
+    resize_out(out, self.sizes());
+    run_scan(kernels::ScanOp::kLogSumExp, self, dim, out, nullptr);
+    return out;
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+    if (!float_dtype(self.scalar_type())) return cpu<ATEN_OP(_logcumsumexp)>(self, dim);
+    at::Tensor out = at::empty({0}, self.options());
+    return logcumsumexp_out(self, dim, out);
 }
 
 // ---- histc ------------------------------------------------------------------------------------
@@ -335,6 +378,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("triu_", triu__fn);
     m.impl("cumsum", cumsum);
     m.impl("cumsum.out", cumsum_out);
+    m.impl("_cummax_helper", _cummax_helper);
+    m.impl("_cummin_helper", _cummin_helper);
+    m.impl("_logcumsumexp", logcumsumexp);
+    m.impl("_logcumsumexp.out", logcumsumexp_out);
     m.impl("arange.start_out", arange_out);
 }
 

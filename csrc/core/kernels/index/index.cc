@@ -150,28 +150,4 @@ Status triangle(const TensorView& out, const TensorView& in, int64_t diagonal, b
     return Status();
 }
 
-Status cumsum(const TensorView& out, const TensorView& in, runtime::ThreadPool* pool) {
-    EMBER_RETURN_IF_ERROR(check3(out, "cumsum out"));
-    EMBER_RETURN_IF_ERROR(check3(in, "cumsum input"));
-    const int64_t outer = in.sizes[0], n = in.sizes[1], inner = in.sizes[2];
-    const DType odt = out.dtype;
-    EMBER_DISPATCH_REAL(in.dtype, {
-        using Acc = std::conditional_t<std::is_integral_v<scalar_t>, int64_t, double>;
-        auto body = [&](int64_t b, int64_t e) {
-            for (int64_t t = b; t < e; ++t) {
-                int64_t o = t / inner, k = t % inner;
-                Acc acc = 0;
-                for (int64_t i = 0; i < n; ++i) {
-                    acc += detail::convert<Acc>(*reinterpret_cast<const scalar_t*>(at3(in, o, i, k)));
-                    char* dst = at3(out, o, i, k);
-                    EMBER_DISPATCH_REAL(odt, { *reinterpret_cast<scalar_t*>(dst) = detail::convert<scalar_t>(acc); });
-                }
-            }
-        };
-        if (pool) pool->parallel_for(outer * inner, std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, n)), body);
-        else body(0, outer * inner);
-    });
-    return Status();
-}
-
 }  // namespace ember::kernels

@@ -1,6 +1,6 @@
 // Indexing kernels: gathering and scattering whole slices by an int64 index vector, and the
-// triangular masks. Views are [outer, n, inner] with n the indexed dimension (the caller folds
-// the other dims in, any strides); indices are a 1-d int64 TensorView.
+// triangular masks (scans are in reduce/scan.h). Views are [outer, n, inner] with n the indexed
+// dimension (the caller folds the other dims in, any strides); indices are a 1-d int64 TensorView.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,5 @@ Status index_add_rows(const TensorView& out, const TensorView& src, const Tensor
 // (col - row <= diagonal) for lower, (col - row >= diagonal) for upper, else 0.
 Status triangle(const TensorView& out, const TensorView& in, int64_t diagonal, bool lower,
                 runtime::ThreadPool* pool);
-
-// Inclusive prefix sum along dim 1 of [outer, n, inner]; floats accumulate in double.
-Status cumsum(const TensorView& out, const TensorView& in, runtime::ThreadPool* pool);
 
 }  // namespace ember::kernels
