@@ -92,6 +92,8 @@ OPS = (
     # Ember's own decompositions (OWN, below): ops torch._decomp has none for.
     "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out", "multinomial",
     "_cdist_forward", "_cdist_backward", "_transformer_encoder_layer_fwd",
+    "equal", "_unique2", "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
+    "normal.float_Tensor",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -106,7 +108,8 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "index_fill_.int_Tensor", "channel_shuffle", "trace", "unfold_backward",
                         "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar",
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
-                        "signbit.out"})
+                        "signbit.out", "equal", "_unique2", "repeat_interleave.Tensor", "bucketize.Tensor",
+                        "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -230,7 +233,7 @@ def _cdist_backward(grad, x1, x2, p, cdist):
 def _bucketize(self, boundaries, *, out_int32=False, right=False):
     """torch._decomp's bucketize, except over no boundaries (it returns the input's dtype there;
     the CPU returns indices)."""
-    if boundaries.numel() == 0:
+    if boundaries.numel() == 0 or self.dtype == torch.bool or boundaries.dtype == torch.bool:
         return NotImplemented
     from torch._decomp import decomposition_table
 
@@ -308,6 +311,85 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     return idx if self.dim() == 2 else idx[0]
 
 
+def _equal(self, other):
+    """torch.equal: same shape and every element equal after type promotion, as the CPU compares
+    (NaN never is)."""
+    if self.shape != other.shape:
+        return False
+    return self.numel() == 0 or bool((self == other).all())
+
+
+def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
+    """torch.unique over the flattened input by a stable sort: a value starts a group where it
+    differs from its predecessor (so each NaN is its own group, as on the CPU). The output is
+    sorted whatever `sorted` says, as the CPU's is. Reads the group count back (a sync)."""
+    if self.dtype == torch.bool:
+        return NotImplemented
+    dev = self.device
+    flat = self.reshape(-1)
+    n = flat.numel()
+    none = torch.empty(0, dtype=torch.long, device=dev)
+    if n == 0:
+        return flat.clone(), none.reshape(self.shape) if return_inverse else none, none
+    ordered, perm = torch.sort(flat, stable=True)
+    starts = torch.ones(n, dtype=torch.bool, device=dev)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    values = ordered[starts]
+    inverse = counts = none
+    if return_inverse:
+        inverse = torch.empty(n, dtype=torch.long, device=dev)
+        inverse[perm] = starts.cumsum(0) - 1
+        inverse = inverse.reshape(self.shape)
+    if return_counts:
+        first = starts.nonzero().view(-1)
+        counts = torch.diff(first, append=torch.tensor([n], device=dev))
+    return values, inverse, counts
+
+
+def _repeat_interleave_tensor(repeats, *, output_size=None):
+    """The indices 0..len(repeats)-1, index i repeated repeats[i] times: position p belongs to
+    the first i whose running total exceeds p. Reads the total back (a sync)."""
+    if repeats.dim() != 1 or repeats.dtype not in (torch.int32, torch.int64):
+        return NotImplemented  # the CPU's errors
+    if repeats.numel() and bool((repeats < 0).any()):
+        raise RuntimeError("repeats can not be negative")
+    totals = repeats.cumsum(0)
+    total = int(totals[-1]) if repeats.numel() else 0
+    if output_size is not None and output_size != total:
+        raise RuntimeError("allocated size does not match required size")
+    if total == 0:
+        return torch.empty(0, dtype=repeats.dtype, device=repeats.device)
+    positions = torch.arange(total, device=repeats.device)
+    return torch.searchsorted(totals, positions, right=True).to(repeats.dtype)
+
+
+def _normal(mean, std, shape, dtype, generator):
+    """mean + std * N(0, 1), the draws in `dtype` from the device's generator."""
+    if isinstance(std, torch.Tensor):
+        if std.numel() and not bool((std >= 0).all()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    dev = (mean if isinstance(mean, torch.Tensor) else std).device
+    z = torch.empty(shape, dtype=dtype, device=dev).normal_(generator=generator)
+    return z.mul_(std).add_(mean)
+
+
+def _normal_tensor_tensor(mean, std, *, generator=None):
+    if not (mean.dtype.is_floating_point and std.dtype.is_floating_point):
+        return NotImplemented
+    return _normal(mean, std, torch.broadcast_shapes(mean.shape, std.shape),
+                   torch.promote_types(mean.dtype, std.dtype), generator)
+
+
+def _normal_tensor_float(mean, std=1.0, *, generator=None):
+    return _normal(mean, std, mean.shape, mean.dtype, generator)
+
+
+def _normal_float_tensor(mean, std, *, generator=None):
+    return _normal(mean, std, std.shape, std.dtype, generator)
+
+
 def _with_out(fn):
     def run(*args, grad_input):
         r = fn(*args)
@@ -328,10 +410,15 @@ OWN = {
     "multinomial": _multinomial, "exponential_": _exponential_,
     "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
     "bucketize.Tensor": _bucketize, "_transformer_encoder_layer_fwd": _transformer_encoder_layer_fwd,
+    "equal": _equal, "_unique2": _unique2, "repeat_interleave.Tensor": _repeat_interleave_tensor,
+    "normal.Tensor_Tensor": _normal_tensor_tensor, "normal.Tensor_float": _normal_tensor_float,
+    "normal.float_Tensor": _normal_float_tensor,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
-EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial"})
+EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2",
+                        "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
+                        "normal.float_Tensor"})
 _active = threading.local()
 _lib = None
 

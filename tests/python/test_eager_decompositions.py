@@ -196,3 +196,60 @@ def test_edge_padding_compiles_strictly_forward_and_backward(mode):
         o.backward()
     torch.testing.assert_close(outs[1].cpu(), outs[0].detach())
     torch.testing.assert_close(xs[1].grad.cpu(), xs[0].grad)
+
+
+def _same(fn, *inputs):
+    expected = fn(*inputs)
+    got = fn(*[t.to("ember") for t in inputs])
+    if isinstance(expected, bool):
+        assert got is expected
+        return
+    for e, g in zip(expected if isinstance(expected, tuple) else (expected,), got if isinstance(got, tuple) else (got,)):
+        assert g.device.type == "ember" and g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"return_inverse": True}, {"return_counts": True},
+                                    {"sorted": False, "return_inverse": True, "return_counts": True}])
+def test_unique_matches_cpu(kwargs, native_only):
+    # token and expert ids (integers), NaNs (each its own value, as on the CPU), 0-dim and empty
+    for x in (torch.tensor([3.0, 1.0, 3.0, 2.0, float("nan"), float("nan")]), torch.tensor([[5, 1, 5], [2, 2, 9]]),
+              torch.randint(0, 7, (200,), generator=G), torch.tensor(3), torch.tensor([], dtype=torch.long)):
+        _same(lambda t: torch._unique2(t, **kwargs), x)
+    _same(lambda t: torch.unique(t, return_counts=True), torch.randint(0, 5, (64,), generator=G))
+
+
+def test_equal_matches_cpu(native_only):
+    x = torch.tensor([1.0, float("nan"), 2.0])
+    _same(torch.equal, x, x.clone())  # NaN is not equal to itself
+    _same(torch.equal, x[::2], x[::2].clone())
+    _same(torch.equal, torch.ones(3), torch.ones(4))
+    _same(torch.equal, torch.ones(2), torch.ones(2, dtype=torch.long))  # the CPU promotes
+    _same(torch.equal, torch.tensor([1, 2]), torch.tensor([1, 3]))
+    _same(torch.equal, torch.ones(0), torch.ones(0))
+
+
+def test_repeat_interleave_with_a_repeats_tensor(native_only):
+    for r in ([2, 0, 3], [0, 0], [], [1, 4]):
+        _same(torch.repeat_interleave, torch.tensor(r, dtype=torch.long))
+    _same(lambda r: torch.repeat_interleave(r, output_size=3), torch.tensor([1, 2], dtype=torch.int32))
+    _same(lambda r: torch.repeat_interleave(torch.arange(3, device=r.device) * 10, r), torch.tensor([1, 2, 0]))
+    with pytest.raises(RuntimeError, match="repeats can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], device="ember"))
+    with pytest.raises(RuntimeError, match="allocated size does not match"):
+        torch.repeat_interleave(torch.tensor([1, 2], device="ember"), output_size=4)
+
+
+def test_normal_with_tensor_mean_and_std(native_only):
+    mean = torch.arange(4.0, device="ember")[:, None].expand(4, 5000)
+    std = torch.tensor([0.5, 1.0, 2.0, 0.0], device="ember")[:, None]
+    g = torch.Generator("ember").manual_seed(7)
+    a = torch.normal(mean, std, generator=g)
+    g.manual_seed(7)
+    torch.testing.assert_close(torch.normal(mean, std, generator=g), a)  # the generator decides
+    assert a.shape == (4, 5000) and a.dtype == torch.float32
+    torch.testing.assert_close(a.mean(1).cpu(), torch.arange(4.0), atol=0.1, rtol=0)
+    torch.testing.assert_close(a.std(1).cpu(), std[:, 0].cpu(), atol=0.1, rtol=0)
+    assert torch.normal(mean, 2.0).shape == mean.shape and torch.normal(1.0, std).shape == std.shape
+    with pytest.raises(RuntimeError, match="normal expects all elements of std >= 0.0"):
+        torch.normal(mean, -std - 1)
