@@ -122,9 +122,22 @@ def test_new_unary_ops_are_native(native_only):
     x = sample((64,), torch.float32)
     for name in ["erf", "log1p", "expm1", "floor", "ceil", "trunc", "round", "sign"]:
         same_outcome(getattr(torch, name), x)
-    for name in ("gelu", "gelu_tanh", "softplus"):
+    for name in ("gelu", "gelu_tanh", "softplus", "softplus_beta"):
         same_outcome(ACTIVATIONS[name], x)
     same_outcome(lambda m: ~m & (m | ~m) ^ m, x > 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softplus_with_any_beta_and_threshold_is_native(dtype, native_only):
+    x = (sample((6, 9), torch.float32) * 4).to(dtype)
+    g = sample((6, 9), torch.float32, seed=2).to(dtype)
+    for beta, threshold in ((2.0, 5.0), (0.5, 20.0), (1.0, 3.0)):
+        xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+        yc, ye = F.softplus(xc, beta, threshold), F.softplus(xe, beta, threshold)
+        yc.backward(g)
+        ye.backward(g.to("ember"))
+        torch.testing.assert_close(ye.detach().cpu(), yc.detach())
+        torch.testing.assert_close(xe.grad.cpu(), xc.grad)
 
 
 def test_silu_backward_is_one_native_kernel(native_only):

@@ -434,16 +434,42 @@ at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self, c1
     return grad_input;
 }
 
-// softplus runs natively with its defaults (beta 1, threshold 20), which is what models use.
+// softplus has a kernel for its defaults (beta 1, threshold 20), which is what most models use.
 bool softplus_defaults(const c10::Scalar& beta, const c10::Scalar& threshold) {
     return beta.toDouble() == 1.0 && threshold.toDouble() == 20.0;
+}
+
+// Other beta and threshold values (smoother or sharper softplus, as in some normalizing flows and
+// positive-variance heads) are composed from native ops with the CPU kernel's formula,
+// (x * beta > threshold) ? x : log1p(exp(x * beta)) / beta, in float for reduced-precision inputs
+// as the CPU computes them.
+at::Tensor softplus_composed(const at::Tensor& self, double beta, double threshold) {
+    const bool low = self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16;
+    at::Tensor x = low ? self.to(at::kFloat) : self;
+    at::Tensor bx = x * beta;
+    return at::where(bx > threshold, x, at::log1p(at::exp(bx)) / beta).to(self.scalar_type());
+}
+
+at::Tensor softplus_backward_composed(const at::Tensor& grad, const at::Tensor& self, double beta,
+                                      double threshold) {
+    const auto t = at::result_type(grad, self);
+    const bool low = t == at::kHalf || t == at::kBFloat16;
+    at::Tensor g = low ? grad.to(at::kFloat) : grad, x = low ? self.to(at::kFloat) : self;
+    at::Tensor bx = x * beta, z = at::exp(bx);
+    return at::where(bx > threshold, g, g * z / (z + 1)).to(t);
 }
 
 at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold,
                          at::Tensor& out) {
     auto iter = TensorIterator::unary_op(out, self);
-    if (!native_compute(iter, false) || !softplus_defaults(beta, threshold))
-        return cpu<ATEN_OP2(softplus, out)>(self, beta, threshold, out);
+    if (!native_compute(iter, false)) return cpu<ATEN_OP2(softplus, out)>(self, beta, threshold, out);
+    if (!softplus_defaults(beta, threshold)) {
+        if (out.scalar_type() != self.scalar_type())
+            return cpu<ATEN_OP2(softplus, out)>(self, beta, threshold, out);
+        at::Tensor r = softplus_composed(self, beta.toDouble(), threshold.toDouble());
+        at::native::resize_output(out, r.sizes());
+        return out.copy_(r);
+    }
     queue_unary(UnaryOp::kSoftplus, iter);
     return out;
 }
@@ -451,8 +477,15 @@ at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const 
 at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& beta,
                                   const c10::Scalar& threshold, at::Tensor& grad_input) {
     auto iter = TensorIterator::binary_op(grad_input, grad, self);
-    if (!native_compute(iter, false) || !softplus_defaults(beta, threshold))
+    if (!native_compute(iter, false))
         return cpu<ATEN_OP2(softplus_backward, grad_input)>(grad, self, beta, threshold, grad_input);
+    if (!softplus_defaults(beta, threshold)) {
+        at::Tensor r = softplus_backward_composed(grad, self, beta.toDouble(), threshold.toDouble());
+        if (grad_input.scalar_type() != r.scalar_type())
+            return cpu<ATEN_OP2(softplus_backward, grad_input)>(grad, self, beta, threshold, grad_input);
+        at::native::resize_output(grad_input, r.sizes());
+        return grad_input.copy_(r);
+    }
     queue_binary(BinaryOp::kSoftplusBackward, iter);
     return grad_input;
 }
