@@ -93,7 +93,8 @@ OPS = (
     "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out", "multinomial",
     "_cdist_forward", "_cdist_backward", "_transformer_encoder_layer_fwd",
     "equal", "_unique2", "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
-    "normal.float_Tensor",
+    "normal.float_Tensor", "max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input",
+    "adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input", "put_",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -109,7 +110,7 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar",
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
                         "signbit.out", "equal", "_unique2", "repeat_interleave.Tensor", "bucketize.Tensor",
-                        "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out"})
+                        "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -390,6 +391,35 @@ def _normal_float_tensor(mean, std, *, generator=None):
     return _normal(mean, std, std.shape, std.dtype, generator)
 
 
+def _max_pool_backward(grad, self, indices):
+    """The gradient of a max pooling with indices (3-d, plain or adaptive): each output's
+    gradient added at the input position its index names, within its (N, C) plane, in output
+    order as the CPU kernel adds them."""
+    if grad.dim() not in (4, 5) or self.dim() != grad.dim() or indices.shape != grad.shape:
+        return NotImplemented
+    planes = self.shape[:-3]
+    out = torch.zeros(planes + (self.shape[-3] * self.shape[-2] * self.shape[-1],), dtype=grad.dtype,
+                      device=grad.device)
+    out.scatter_add_(-1, indices.reshape(planes + (-1,)), grad.reshape(planes + (-1,)))
+    return out.reshape(self.shape)
+
+
+def _max_pool3d_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    return _max_pool_backward(grad, self, indices)
+
+
+def _put_(self, index, source, accumulate=False):
+    """put_ as index_put_ on the flattened tensor (negative indices count from the end)."""
+    if not self.is_contiguous() or index.dtype != torch.long or source.dtype != self.dtype:
+        return NotImplemented
+    n = self.numel()
+    if index.numel() and bool(((index < -n) | (index >= n)).any()):
+        bad = index[(index < -n) | (index >= n)][0].item()
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    self.view(-1).index_put_((index.reshape(-1),), source.reshape(-1), accumulate=accumulate)
+    return self
+
+
 def _with_out(fn):
     def run(*args, grad_input):
         r = fn(*args)
@@ -413,10 +443,15 @@ OWN = {
     "equal": _equal, "_unique2": _unique2, "repeat_interleave.Tensor": _repeat_interleave_tensor,
     "normal.Tensor_Tensor": _normal_tensor_tensor, "normal.Tensor_float": _normal_tensor_float,
     "normal.float_Tensor": _normal_float_tensor,
+    "max_pool3d_with_indices_backward": _max_pool3d_backward,
+    "max_pool3d_with_indices_backward.grad_input": _with_out(_max_pool3d_backward),
+    "adaptive_max_pool3d_backward": _max_pool_backward,
+    "adaptive_max_pool3d_backward.grad_input": _with_out(_max_pool_backward),
+    "put_": _put_,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
-EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2",
+EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "put_",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor"})
 _active = threading.local()

@@ -63,6 +63,11 @@ CASES = {
     "elu_module": (lambda x: torch.nn.ELU(0.5)(x) + torch.nn.SELU()(x) + torch.nn.CELU(0.8)(x), [X]),
     "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (2, 3)), [IMG]),
     "max_pool3d": (lambda x: F.max_pool3d(x[None], 2, stride=1), [IMG]),
+    "max_pool3d_overlap": (lambda x: F.max_pool3d(x[None].repeat(2, 1, 1, 1, 1), 3, stride=2, padding=1,
+                                                  ceil_mode=True), [IMG]),
+    "adaptive_max_pool3d": (lambda x: F.adaptive_max_pool3d(x[None], (1, 3, 5)), [IMG]),
+    "put": (lambda x, t: x.put(torch.tensor([0, -1, 7, 7], device=x.device), t.flatten()[:4], accumulate=True)
+            + x.put(torch.tensor([3, -2], device=x.device), t.flatten()[4:6]), [X, T]),
     "copysign": (lambda a, b: torch.copysign(a, b - 0.5), [X, T]),
     "cumprod": (lambda x: torch.cumprod(x, 1), [X]),
     "fmax_fmin": (lambda a, b: torch.fmax(a, torch.where(b > 0.5, float("nan"), b)) + torch.fmin(a, b), [X, T]),
@@ -102,10 +107,8 @@ def run(fn, inputs, device, dtype):
 # so still take the CPU fallback; every other case runs with nothing on the CPU.
 ON_CPU = {
     "multi_margin_loss": {"aten::multi_margin_loss_backward"},
-    "max_pool3d": {"aten::max_pool3d_with_indices_backward"},
     "bicubic": {"aten::upsample_bicubic2d_backward.grad_input"},
     "bicubic_align": {"aten::upsample_bicubic2d_backward.grad_input"},
-    "take": {"aten::put_"},
     "logaddexp": {"aten::mul.Tensor"},
     "copysign": {"aten::signbit"},
     "fmax_fmin": {"aten::fmax", "aten::fmin"},
