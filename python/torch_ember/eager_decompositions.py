@@ -420,6 +420,26 @@ def _put_(self, index, source, accumulate=False):
     return self
 
 
+def _nan_ignoring(pick):
+    """fmax / fmin: the other value where one is NaN, else maximum / minimum (PyTorch's prims
+    forms call the op itself again)."""
+    def run(a, b, *, out=None):
+        if not isinstance(b, torch.Tensor) or a.dtype != b.dtype and torch.result_type(a, b) not in _FLOATS:
+            return NotImplemented
+        return torch.where(torch.isnan(b), a, torch.where(torch.isnan(a), b, pick(a, b)))
+    return run
+
+
+def _signbit(a, *, out=None):
+    """The sign bit itself, so -0.0 and a negative NaN count as negative, as on the CPU."""
+    if a.dtype == torch.bool or a.dtype == torch.uint8:
+        return torch.zeros(a.shape, dtype=torch.bool, device=a.device)
+    if not a.dtype.is_floating_point:
+        return a < 0
+    bits = {torch.float64: torch.int64, torch.float32: torch.int32}.get(a.dtype, torch.int16)
+    return a.view(bits) < 0
+
+
 def _with_out(fn):
     def run(*args, grad_input):
         r = fn(*args)
@@ -448,6 +468,9 @@ OWN = {
     "adaptive_max_pool3d_backward": _max_pool_backward,
     "adaptive_max_pool3d_backward.grad_input": _with_out(_max_pool_backward),
     "put_": _put_,
+    "fmax": _nan_ignoring(torch.maximum), "fmax.out": _nan_ignoring(torch.maximum),
+    "fmin": _nan_ignoring(torch.minimum), "fmin.out": _nan_ignoring(torch.minimum),
+    "signbit": _signbit, "signbit.out": _signbit,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.

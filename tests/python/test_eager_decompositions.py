@@ -69,6 +69,9 @@ CASES = {
     "put": (lambda x, t: x.put(torch.tensor([0, -1, 7, 7], device=x.device), t.flatten()[:4], accumulate=True)
             + x.put(torch.tensor([3, -2], device=x.device), t.flatten()[4:6]), [X, T]),
     "copysign": (lambda a, b: torch.copysign(a, b - 0.5), [X, T]),
+    "signbit": (lambda x: x * torch.signbit(torch.cat([x, torch.tensor([[[-0.0, 0.0, float("nan"), -float("nan"),
+                                                                           -1.0]]], device=x.device).expand(3, 1, 5)], 1)
+                                            )[:, :4], [X]),
     "cumprod": (lambda x: torch.cumprod(x, 1), [X]),
     "fmax_fmin": (lambda a, b: torch.fmax(a, torch.where(b > 0.5, float("nan"), b)) + torch.fmin(a, b), [X, T]),
     "round_decimals": (lambda x: torch.round(x * 10, decimals=1), [X]),
@@ -110,8 +113,6 @@ ON_CPU = {
     "bicubic": {"aten::upsample_bicubic2d_backward.grad_input"},
     "bicubic_align": {"aten::upsample_bicubic2d_backward.grad_input"},
     "logaddexp": {"aten::mul.Tensor"},
-    "copysign": {"aten::signbit"},
-    "fmax_fmin": {"aten::fmax", "aten::fmin"},
 }
 
 
