@@ -276,10 +276,11 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
 
 def _exponential_(self, lambd=1.0, *, generator=None):
     """-log(1 - U) / lambd with U uniform on [0, 1) (PyTorch's reference form rejects a
-    generator argument)."""
+    generator argument), computed in double and rounded once, so a bfloat16 or float16 result
+    keeps the distribution's tail instead of stopping where U runs out of bits."""
     if lambd <= 0:
         return NotImplemented  # the CPU's error
-    u = torch.empty_like(self).uniform_(generator=generator)
+    u = torch.empty(self.shape, dtype=torch.float64, device=self.device).uniform_(generator=generator)
     return self.copy_(u.neg_().log1p_().div_(-lambd))
 
 

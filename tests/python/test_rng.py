@@ -221,6 +221,24 @@ def test_random_values_have_expected_distribution():
     assert set(r.tolist()) == {3, 4, 5, 6}
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_draws_stay_inside_their_range(dtype):
+    # Rounding a float draw to bfloat16 reached 1.0 about once in 500: rand() gave 1.0,
+    # bernoulli(p=1) gave 0 and exponential_ gave inf. The draws now have the dtype's own
+    # resolution, as PyTorch's CPU kernels do.
+    torch.ember.manual_seed(0)
+    n = 200_000
+    u = torch.rand(n, device="ember", dtype=dtype).cpu()
+    assert u.max().item() < 1 and u.min().item() >= 0
+    assert torch.bernoulli(torch.ones(n, device="ember", dtype=dtype)).cpu().eq(1).all()
+    e = torch.empty(n, device="ember", dtype=dtype).exponential_().float().cpu()
+    assert torch.isfinite(e).all() and e.min().item() >= 0
+    assert e.max().item() > 8  # the tail goes on past 8 * ln 2, where 8-bit draws would stop
+    assert abs(e.mean().item() - 1) < 0.02
+    c = torch.compile(torch.rand_like, backend="ember")(torch.zeros(n, device="ember", dtype=dtype)).cpu()
+    assert c.max().item() < 1
+
+
 def test_devices_with_same_seed_draw_same_values():
     torch.ember.manual_seed_all(12)
     a = torch.randn(8, device="ember:0")

@@ -40,6 +40,17 @@ inline uint32_t draw(const PhiloxState& rng, uint64_t k) {
 // Uniform in [0, 1) with 24 random bits (float) — the same resolution PyTorch uses for float.
 inline double unit(uint32_t x) { return static_cast<double>(x >> 8) * (1.0 / 16777216.0); }
 
+// Uniform in [0, 1) with as many random bits as `t` has significand digits (8 for bfloat16, 11
+// for float16, 24 otherwise), as PyTorch's uniform_real does: every value is exact in `t`, so
+// none rounds up to 1 (which would make rand() return 1.0, bernoulli(1) return 0 and
+// exponential_ return inf).
+inline int unit_digits(DType t) {
+    return t == DType::kBFloat16 ? 8 : t == DType::kFloat16 ? 11 : 24;
+}
+inline double unit(uint32_t x, int digits) {
+    return static_cast<double>(x >> (32 - digits)) * std::ldexp(1.0, -digits);
+}
+
 // value_of(i) returns a double or an int64; it is converted to the element type with PyTorch's rules.
 template <typename F>
 Status fill_with(const TensorView& dst, runtime::ThreadPool* pool, F&& value_of) {
@@ -66,8 +77,9 @@ Status fill_with(const TensorView& dst, runtime::ThreadPool* pool, F&& value_of)
 }  // namespace
 
 Status uniform(const TensorView& dst, double low, double high, PhiloxState rng, runtime::ThreadPool* pool) {
+    const int digits = unit_digits(dst.dtype);
     return fill_with(dst, pool, [&](int64_t i) {
-        double v = low + (high - low) * unit(draw(rng, static_cast<uint64_t>(i)));
+        double v = low + (high - low) * unit(draw(rng, static_cast<uint64_t>(i)), digits);
         return v < high ? v : low;  // rounding must not reach `high`
     });
 }
