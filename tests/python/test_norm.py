@@ -160,6 +160,25 @@ def test_group_norm_forward_backward(affine, shape, native_only):
             check(lambda t: grads(lambda u: F.group_norm(u, groups).sin(), t), x)
 
 
+def test_group_norm_channels_last_eager_and_compiled(native_only):
+    # math_group_norm views its input flat, which a channels-last tensor cannot do.
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 4, 6, 6, generator=gen).contiguous(memory_format=torch.channels_last)
+    gn = torch.nn.GroupNorm(2, 4)
+    gn_e = torch.nn.GroupNorm(2, 4).to("ember")
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    yc = gn(xc)
+    ye = gn_e(xe)
+    assert ye.is_contiguous(memory_format=torch.channels_last) == yc.is_contiguous(memory_format=torch.channels_last)
+    yc.sin().sum().backward()
+    ye.sin().sum().backward()
+    torch.testing.assert_close(ye.detach().cpu(), yc.detach())
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+    torch.testing.assert_close(gn_e.weight.grad.cpu(), gn.weight.grad)
+    compiled = torch.compile(gn_e, backend="ember", fullgraph=True)(x.to("ember"))
+    torch.testing.assert_close(compiled.cpu(), yc.detach(), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("op", ["legit", "no_stats", "with_update"])
 def test_batch_norm_functional_variants(op, native_only):
     # The forms torch.compile and torch.func emit for batch norm; each matches CPU, running stats

@@ -6,10 +6,12 @@
 // variance for normalizing, unbiased for the running estimate, save_mean/save_invstd for the
 // backward in training and empty in evaluation. bfloat16/float16 inputs compute in float (with
 // float parameters too: autocast's mixed form); other mixes take the CPU fallback. Also the
-// functional batch-norm forms the compiler and torch.export emit, and GroupNorm's backward.
+// functional batch-norm forms the compiler and torch.export emit, and GroupNorm (forward for any
+// memory format, backward).
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/ops/native_group_norm_native.h>
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
@@ -273,7 +275,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reserve(
     return batch_norm_backward(grad, x, weight, running_mean, running_var, save_mean, save_var, update, eps, mask);
 }
 
-// GroupNorm's backward (its forward is PyTorch's composition of native ops). Per (sample, group)
+// GroupNorm's forward is PyTorch's composition of native ops (math_group_norm), which views the
+// input flat: a channels-last input goes in as a contiguous copy, and the output takes the
+// input's memory format back, as the CPU kernel returns it.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_forward(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, int64_t N,
+    int64_t C, int64_t HxW, int64_t group, double eps) {
+    auto [out, mean, rstd] = at::native::math_group_norm(x.contiguous(), weight, bias, N, C, HxW, group, eps);
+    const auto format = x.suggest_memory_format();
+    if (format != c10::MemoryFormat::Contiguous) out = out.contiguous(format);
+    return {out, mean, rstd};
+}
+
+// GroupNorm's backward. Per (sample, group)
 // of M = C/G * HxW elements with xhat = (x - mean) * rstd and g = dy * weight:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
@@ -307,6 +321,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_native_batch_norm_legit.no_stats", batch_norm_legit_no_stats);
     m.impl("_batch_norm_with_update", batch_norm_with_update);
     m.impl("batch_norm_backward", batch_norm_backward_reserve);
+    m.impl("native_group_norm", group_norm_forward);
     m.impl("native_group_norm_backward", group_norm_backward);
     m.impl("native_batch_norm", batch_norm);
     m.impl("native_batch_norm_backward", batch_norm_backward);
