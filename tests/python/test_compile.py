@@ -391,6 +391,21 @@ def test_scans_compile_forward_and_backward():
     assert not any(rec["eager_ops"] for rec in torch_ember.compile_stats())
 
 
+def test_a_cpu_model_runs_as_written_on_the_cpu():
+    # Compiling for ember moved a CPU model's outputs to the device, and its backward then failed
+    # on the CPU parameters.
+    net = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    with pytest.warns(UserWarning, match="only CPU tensors"):
+        y = torch.compile(net, backend="ember")(x)
+    assert y.device.type == "cpu"
+    y.sum().backward()
+    torch.testing.assert_close(y.detach(), net(x).detach())
+    assert net.weight.grad is not None and net.weight.grad.device.type == "cpu"
+    made = torch.compile(lambda a: a + torch.ones(2, device="ember"), backend="ember")(torch.ones(2, device="ember"))
+    assert made.device.type == "ember"
+
+
 def test_unknown_option_is_rejected():
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="unknown ember compile option"):
         _compile(lambda x: x + 1, fallbck="eager")(torch.randn(2, device="ember"))

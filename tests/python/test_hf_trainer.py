@@ -136,3 +136,33 @@ def test_accelerate_documented_order(mixed_precision):
 
 def test_accelerate_cpu_flag_still_means_cpu():
     assert Accelerator(cpu=True).device.type == "cpu"
+
+
+def test_trainer_compiles_with_the_ember_backend(tmp_path):
+    # torch_compile_backend="ember" goes through accelerate's closed DynamoBackend enum.
+    torch._dynamo.reset()
+    torch_ember.reset_compile_stats()
+    model = _tiny_llama()
+    args = _args(tmp_path / "compiled", torch_compile=True, torch_compile_backend="ember", max_steps=2)
+    trainer = Trainer(model=model, args=args, train_dataset=_Data())
+    trainer.train()
+    assert torch_ember.compile_stats(), "the model was not compiled by ember"
+    AcceleratorState._reset_state(reset_partial_state=True)
+    eager = Trainer(model=_tiny_llama(), args=_args(tmp_path / "eager", max_steps=2), train_dataset=_Data())
+    eager.train()
+    torch.testing.assert_close(torch.tensor(_losses(trainer)), torch.tensor(_losses(eager)), rtol=1e-4, atol=1e-4)
+
+
+def test_import_accelerate_first_loads_torch_ember_and_patches_it():
+    # `import accelerate` imports torch (and so torch_ember, through the device-backend entry
+    # point) from inside accelerate/accelerator.py, before that module has defined anything.
+    import subprocess
+    import sys
+
+    code = ("import accelerate\n"
+            "from accelerate.utils import DynamoBackend\n"
+            "assert hasattr(accelerate.Accelerator.__init__, '__wrapped__')\n"
+            "assert DynamoBackend('EMBER').value.lower() == 'ember'\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

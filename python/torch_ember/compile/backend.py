@@ -102,8 +102,28 @@ def _recompile_reason(compiled: dict, key: tuple) -> str:
     return "new input signature"
 
 
+def _touches_ember(gm: torch.fx.GraphModule, example_inputs) -> bool:
+    """Whether the graph has an ember tensor among its inputs or creates one."""
+    def on_ember(v):
+        if isinstance(v, (list, tuple)):
+            return any(on_ember(x) for x in v)
+        return isinstance(v, torch.Tensor) and v.device.type == "ember"
+
+    return on_ember(list(example_inputs)) or any(on_ember(n.meta.get("example_value")) for n in gm.graph.nodes)
+
+
 def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """torch.compile backend entry point (registered as "ember")."""
+    if not _touches_ember(gm, example_inputs):
+        # A model still on the CPU: compiling it for ember would move its results to the device
+        # (and its gradients would then not match the CPU parameters). It runs as written; the
+        # warning shows once per process under Python's default filter.
+        import warnings
+
+        warnings.warn("torch.compile(backend='ember') got a graph with only CPU tensors; it runs eagerly on "
+                      "the CPU. Move the model and its inputs to 'ember' to compile it for the device.",
+                      stacklevel=2)
+        return gm.forward
     # torch.compile(options=...) reaches a non-Inductor backend as one `options` keyword.
     mode = options.pop("mode", None)
     if mode is not None and mode not in MODES:

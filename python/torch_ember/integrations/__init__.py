@@ -25,6 +25,7 @@ import torch
 _PATCHES = {
     "accelerate.state": ("_accelerate", "patch_state"),
     "accelerate.accelerator": ("_accelerate", "patch_accelerator"),
+    "accelerate.utils.dataclasses": ("_accelerate", "add_dynamo_backend"),
     "transformers.training_args": ("_transformers", "patch_training_args"),
     "lightning.pytorch.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
     "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
@@ -85,13 +86,50 @@ def device_is_our_default() -> bool:
     return _set_by_us and os.environ.get("ACCELERATE_TORCH_DEVICE") == DEFAULT_DEVICE
 
 
+# Patched modules that were still executing when torch_ember was imported: `import accelerate`
+# imports torch (which loads torch_ember through its device-backend entry point) from inside
+# accelerate/accelerator.py, before that module defines anything. Patching it then would
+# re-enter accelerate's own import cycle and fail the torch import. They are patched at the
+# first import after they finish (an audit hook sees every import).
+_pending: set = set()
+_hooked = False
+
+
+def _initializing(module) -> bool:
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def _retry_pending(event, args) -> None:
+    if event != "import" or not _pending:
+        return
+    for name in list(_pending):
+        module = sys.modules.get(name)
+        if module is None or _initializing(module):
+            continue
+        _pending.discard(name)
+        try:
+            _apply(name)
+        except Exception as e:  # never break the user's import over a patch
+            import warnings
+
+            warnings.warn(f"torch_ember: could not adapt {name} for ember devices: {e}", stacklevel=2)
+
+
 def install() -> None:
-    global _set_by_us
+    global _set_by_us, _hooked
     if not torch.cuda.is_available() and "ACCELERATE_TORCH_DEVICE" not in os.environ:
         os.environ["ACCELERATE_TORCH_DEVICE"] = DEFAULT_DEVICE
         _set_by_us = True
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
     for name in _PATCHES:
-        if name in sys.modules:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        if _initializing(module):
+            _pending.add(name)
+        else:
             _apply(name)
+    if _pending and not _hooked:
+        _hooked = True
+        sys.addaudithook(_retry_pending)

@@ -1,4 +1,5 @@
-"""accelerate: `cpu=True` wins over the default device, and fp16 mixed precision on ember.
+"""accelerate: `cpu=True` wins over the default device, fp16 mixed precision on ember, and
+"ember" as a Dynamo backend name.
 
 accelerate reads ACCELERATE_TORCH_DEVICE (which torch_ember sets to ember unless the user did)
 before it looks at `cpu=True`; while the value is ours, `PartialState(cpu=True)` is initialized
@@ -10,6 +11,11 @@ bf16 needs nothing: accelerate allows it and autocasts with the state's device t
 ember. For fp16 on ember the wrapper initializes with mixed precision off, then turns on what
 the refused branch would have set up: the fp16 state, native AMP (autocast on ember) and an
 ember GradScaler with the user's scaler arguments.
+
+`DynamoBackend` is a closed enum of the compile backends accelerate knows; `dynamo_backend=
+"ember"` (and TrainingArguments' `torch_compile_backend="ember"`, which goes through it) failed
+with "'EMBER' is not a valid DynamoBackend". The enum gains an EMBER member, and accelerate then
+calls `torch.compile(model, backend="ember")` as it does for its own names.
 """
 import functools
 import os
@@ -67,3 +73,16 @@ def patch_accelerator(module) -> None:
         self.scaler = torch.amp.GradScaler("ember", **scaler_kwargs)
 
     cls.__init__ = __init__
+
+
+def add_dynamo_backend(module) -> None:
+    cls = module.DynamoBackend
+    if "EMBER" in cls.__members__:
+        return
+    member = str.__new__(cls, "EMBER")
+    member._name_ = member._value_ = "EMBER"
+    member.__objclass__ = cls
+    cls._member_map_["EMBER"] = member
+    cls._value2member_map_["EMBER"] = member
+    cls._member_names_.append("EMBER")
+    type.__setattr__(cls, "EMBER", member)
