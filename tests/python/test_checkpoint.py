@@ -61,3 +61,21 @@ def test_fork_rng_forks_ember_by_default():
         inside = torch.rand(8, device="ember").cpu()
     after = torch.rand(8, device="ember").cpu()
     torch.testing.assert_close(inside, after)
+
+
+def test_compiled_checkpoint_with_dropout_recomputes_the_same_mask():
+    # AOTAutograd saves the RNG state around a checkpointed random op and restores it for the
+    # recomputation (run_and_save_rng_state / run_with_rng_state), which knew no ember device.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8).to("ember")
+    p = 0.3
+
+    def f(x):
+        return checkpoint(lambda t: F.dropout(lin(t), p), x, use_reentrant=False)
+
+    x = torch.randn(64, 8, device="ember", requires_grad=True)
+    y = torch.compile(f, backend="ember")(x)
+    y.sum().backward()
+    kept = (y != 0).float() / (1 - p)  # the mask the forward drew (lin's outputs are never 0 here)
+    assert 0.5 < kept.count_nonzero().item() / kept.numel() < 0.9
+    torch.testing.assert_close(x.grad, kept @ lin.weight, rtol=1e-5, atol=1e-5)

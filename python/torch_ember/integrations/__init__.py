@@ -3,7 +3,9 @@ accelerators they know.
 
 Hugging Face accelerate/Trainer and Lightning choose devices and allow mixed precision from
 hard-coded device lists; PyTorch's FlexAttention admits a fixed set of device types, and
-nn.TransformerEncoder's inference fast path assumes nested-tensor kernels. Importing torch_ember installs narrow patches for them: each runs
+nn.TransformerEncoder's inference fast path assumes nested-tensor kernels, and AOTAutograd's
+RNG-state operators for checkpointed dropout know a fixed list of devices. Importing torch_ember
+installs narrow patches for them: each runs
 when its library is first imported (or at once if it already is), changes one decision for
 ember devices only, and leaves every other device's path untouched. docs/integrations.md says
 what each patch changes and why. The same hook adds Ember's Triton backend to Triton's registry
@@ -31,6 +33,7 @@ _PATCHES = {
     "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
     "torch.nn.attention.flex_attention": ("_flex_attention", "patch_flex_attention"),
     "torch.nn.modules.transformer": ("_transformer", "patch_encoder"),
+    "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),
     "triton.backends": ("_triton", "register_backend"),
 }
 _done = set()
