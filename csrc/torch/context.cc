@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include "check.h"
+#include "graph_capture.h"
 #include "profiler_bridge.h"
 
 namespace ember::torch_glue {
@@ -99,6 +100,7 @@ kernels::TensorView view_of(const at::Tensor& t) { return tensor_view(t, true); 
 kernels::TensorView view_in(const at::Tensor& t) { return tensor_view(t, false); }
 
 uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task) {
+    if (any_capture()) check_not_capturing_elsewhere(stream, name);
     return value_or_raise(stream.enqueue(name, std::move(task)));
 }
 

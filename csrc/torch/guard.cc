@@ -66,6 +66,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
         return old;
     }
     bool queryStream(const Stream& s) const override { return from_c10(s).query(); }
+    bool isStreamCapturing(const Stream& s) const override { return from_c10(s).capturing(); }
     void synchronizeStream(const Stream& s) const override { synchronize(from_c10(s)); }
     void synchronizeDevice(DeviceIndex index) const override {
         runtime::Device& dev = device_for(index);

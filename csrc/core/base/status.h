@@ -15,6 +15,7 @@ enum class StatusCode {
     kUnimplemented,
     kInternal,
     kKernelFailed,  // a queued kernel failed; raised at the next synchronizing call
+    kFailedPrecondition,  // valid, but not allowed in the current state (a stream that captures)
 };
 
 class [[nodiscard]] Status {
@@ -36,6 +37,7 @@ inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgu
 inline Status out_of_memory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] StatusOr {

@@ -149,6 +149,7 @@ StatusOr<void*> CachingAllocator::allocate(size_t bytes, Stream& stream) {
     b = split(b, size, pool);
     b->allocated = true;
     b->requested = bytes;
+    b->graph = capturing_graph_;
     allocated_.emplace(b->ptr, b);
     int64_t sz = static_cast<int64_t>(b->size);
     for_pool(b->is_small, [&](int i) {
@@ -186,6 +187,18 @@ void CachingAllocator::free(void* ptr) {
                    static_cast<size_t>(stats_.allocated_bytes[kAllPools].current),
                    static_cast<size_t>(stats_.reserved_bytes[kAllPools].current));
     }
+    if (graph_owned(b)) {
+        held_[b->graph].push_back(b);
+        return;
+    }
+    retire(b);
+}
+
+bool CachingAllocator::graph_owned(const Block* b) const {
+    return b->graph != 0 && b->graph != capturing_graph_ && live_graphs_.count(b->graph) != 0;
+}
+
+void CachingAllocator::retire(Block* b) {
     if (!b->uses.empty()) {
         // Fence each other stream at its current end of queue; reuse waits for those.
         for (auto& [s, seq] : b->uses) seq = s->enqueued();
@@ -194,6 +207,49 @@ void CachingAllocator::free(void* ptr) {
         return;
     }
     release_block(b);
+}
+
+void CachingAllocator::begin_graph(int64_t graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    capturing_graph_ = graph;
+    live_graphs_.insert(graph);
+}
+
+void CachingAllocator::end_graph() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t graph = capturing_graph_;
+    capturing_graph_ = 0;
+    if (graph == 0) return;
+    // Blocks the capture freed were reused within it; the free ones left over are the graph's
+    // too (a replay writes them again), so they leave the pools.
+    std::vector<Block*> owned;
+    for (Pool* pool : {&small_pool_, &large_pool_}) {
+        for (Block* b : *pool) {
+            if (b->graph == graph) owned.push_back(b);
+        }
+    }
+    for (Block* b : owned) {
+        pool_erase(b);
+        held_[graph].push_back(b);
+    }
+}
+
+void CachingAllocator::release_graph(int64_t graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_graphs_.erase(graph) == 0) return;
+    if (capturing_graph_ == graph) capturing_graph_ = 0;
+    for (auto& [ptr, b] : allocated_) {
+        if (b->graph == graph) b->graph = 0;  // a live tensor: freed the ordinary way later
+    }
+    auto it = held_.find(graph);
+    if (it == held_.end()) return;
+    std::vector<Block*> blocks = std::move(it->second);
+    held_.erase(it);
+    for (Block* b : blocks) {
+        b->graph = 0;
+        b->free_fence = b->stream->enqueued();  // after the replays queued so far
+        retire(b);
+    }
 }
 
 void CachingAllocator::release_block(Block* b) {
@@ -207,7 +263,9 @@ void CachingAllocator::release_block(Block* b) {
         if (pool_of(n).count(n) == 0) continue;  // pending
         pool_erase(n);
         uint64_t fence = std::max(n->free_fence, b->free_fence);
+        const int64_t graph = b->graph != 0 ? b->graph : n->graph;  // written by a capture: its
         if (n == b->prev) {
+            n->graph = graph;
             n->free_fence = fence;
             n->size += b->size;
             n->next = b->next;
@@ -215,6 +273,7 @@ void CachingAllocator::release_block(Block* b) {
             delete b;
             b = n;
         } else {
+            b->graph = graph;
             b->free_fence = fence;
             b->size += n->size;
             b->next = n->next;
@@ -236,7 +295,8 @@ void CachingAllocator::process_pending() {
             b->uses.clear();
             pending_[i] = pending_.back();
             pending_.pop_back();
-            release_block(b);
+            if (graph_owned(b)) held_[b->graph].push_back(b);
+            else release_block(b);
         } else {
             ++i;
         }

@@ -14,6 +14,12 @@
 //   synchronizes the device, releases cached segments and retries; if it still does not fit it
 //   returns kOutOfMemory with a memory summary, and the device stays usable.
 //
+// - Graphs: a block allocated while a graph captures (begin_graph .. end_graph) belongs to that
+//   graph. Inside the capture, freed blocks are reused as usual (a replay runs the kernels in
+//   capture order, so the same reuse is safe then); from end_graph() on, the graph's blocks stay
+//   out of the pools, freed or not, until release_graph(), because every replay writes them
+//   again (runtime/graph.h).
+//
 // Thread-safety: all methods may be called concurrently from any thread. The allocator never
 // calls back into the caller while holding its lock.
 #pragma once
@@ -52,6 +58,9 @@ class CachingAllocator {
     void empty_cache();
 
     bool owns(const void* ptr) const;
+    void begin_graph(int64_t graph);
+    void end_graph();
+    void release_graph(int64_t graph);
     int device() const { return device_; }
     uint64_t capacity() const { return capacity_; }
     MemoryStats stats() const;
@@ -70,6 +79,8 @@ class CachingAllocator {
     StatusOr<Block*> new_segment(size_t size, Stream* stream, bool small);
     Block* split(Block* block, size_t size, Pool& pool);
     void release_block(Block* block);  // back to its pool, merging neighbours
+    void retire(Block* block);         // release_block once no other stream may use it
+    bool graph_owned(const Block* b) const;  // kept for a live graph that is not capturing
     void process_pending();
     void release_cached_segments();
     void pool_insert(Block* b);
@@ -87,6 +98,9 @@ class CachingAllocator {
     std::unordered_map<void*, Block*> allocated_;
     std::vector<Block*> pending_;            // freed, waiting on other streams
     std::map<const char*, size_t> segments_;  // base -> size, for owns()
+    int64_t capturing_graph_ = 0;
+    std::set<int64_t> live_graphs_;
+    std::unordered_map<int64_t, std::vector<Block*>> held_;  // freed blocks a graph still writes
     MemoryStats stats_;
 
     struct Block {
@@ -98,6 +112,7 @@ class CachingAllocator {
         Block* next = nullptr;
         bool allocated = false;
         bool is_small = false;
+        int64_t graph = 0;  // the graph that captured its allocation, while that graph lives
         // Work queued on `stream` up to this sequence number may still use the block; its
         // memory goes back to the system only after that work has finished.
         uint64_t free_fence = 0;

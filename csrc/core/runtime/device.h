@@ -10,6 +10,7 @@
 // device's current stream are per host thread, as in CUDA.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,11 @@ class Device {
     // Waits for every stream; returns (and clears) the first stored error.
     Status synchronize();
 
+    // The stream that is capturing a graph on this device, or null (runtime/graph.h). Work
+    // queued on any other stream of the device meanwhile would run at once, outside the graph.
+    Stream* capture_stream() const { return capture_stream_.load(std::memory_order_acquire); }
+    void set_capture_stream(Stream* s) { capture_stream_.store(s, std::memory_order_release); }
+
   private:
     void wait_all_streams();
 
@@ -59,6 +65,7 @@ class Device {
     std::vector<std::unique_ptr<Stream>> streams_;
     int64_t next_reuse_ = 1;
     std::unique_ptr<CachingAllocator> allocator_;
+    std::atomic<Stream*> capture_stream_{nullptr};
 };
 
 int device_count();

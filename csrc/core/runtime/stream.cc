@@ -5,6 +5,7 @@
 
 #include "base/env.h"
 #include "base/instrument.h"
+#include "runtime/graph.h"
 
 namespace ember::runtime {
 namespace {
@@ -58,6 +59,11 @@ void Stream::record_error(const char* name, const Status& st) {
 }
 
 StatusOr<uint64_t> Stream::enqueue(const char* name, Task task) {
+    if (Graph* g = capture_.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        g->add(name, std::move(task));
+        return enqueued_.load(std::memory_order_relaxed);  // nothing new will run
+    }
     if (env::sync_mode()) {
         std::lock_guard<std::mutex> inline_lock(inline_mu_);
         EMBER_RETURN_IF_ERROR(synchronize());
@@ -135,8 +141,38 @@ void Stream::wait_for(uint64_t seq) {
 }
 
 Status Stream::synchronize() {
+    if (capturing()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        capture_failed_ = true;
+        return Status(StatusCode::kFailedPrecondition,
+                      "ember: operation not permitted while ember:" + std::to_string(device_) + " stream " +
+                          std::to_string(id_) + " is capturing a graph: it waits for work that has not run "
+                          "(reading a value back with .item() or .cpu(), printing a tensor, an op that runs "
+                          "on the CPU fallback, a data-dependent shape such as nonzero or masked indexing)");
+    }
     wait_for(enqueued());
     return take_error();
+}
+
+Status Stream::begin_capture(Graph* graph) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capture_.load(std::memory_order_relaxed) != nullptr)
+        return Status(StatusCode::kFailedPrecondition, "ember: this stream is already capturing a graph");
+    capture_failed_ = false;
+    capture_.store(graph, std::memory_order_release);
+    return Status();
+}
+
+Status Stream::end_capture() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capture_.load(std::memory_order_relaxed) == nullptr)
+        return Status(StatusCode::kFailedPrecondition, "ember: this stream is not capturing a graph");
+    capture_.store(nullptr, std::memory_order_release);
+    if (capture_failed_)
+        return Status(StatusCode::kFailedPrecondition,
+                      "ember: graph capture failed: an operation during the capture waited for the device "
+                      "(see the first error)");
+    return Status();
 }
 
 Status Stream::take_error() {

@@ -10,6 +10,11 @@
 // With env::sync_mode() on, enqueue waits for earlier work, runs the task on the calling thread
 // and returns its error at once.
 //
+// Capture: between begin_capture(graph) and end_capture(), enqueue() records tasks into the
+// graph instead of queueing them (runtime/graph.h), and synchronize() fails: the work it would
+// wait for has not run, so a value read back would be stale (CUDA refuses the same calls while
+// a stream captures). end_capture() reports that failure again.
+//
 // Thread-safety: every method may be called from any thread. The worker starts on first use and
 // is joined by the destructor after the queue drains.
 //
@@ -32,6 +37,7 @@
 namespace ember::runtime {
 
 using Task = std::function<Status()>;
+class Graph;
 
 class Stream {
   public:
@@ -60,6 +66,10 @@ class Stream {
     // Returns and clears the stored error without waiting.
     Status take_error();
 
+    Status begin_capture(Graph* graph);
+    Status end_capture();
+    bool capturing() const { return capture_.load(std::memory_order_acquire) != nullptr; }
+
   private:
     struct Item {
         uint64_t seq;
@@ -84,6 +94,8 @@ class Stream {
     std::atomic<bool> worker_sleeping_{false};  // set under mu_ before the worker waits
     std::atomic<int> waiters_{0};               // threads in wait_for
     Status error_;
+    std::atomic<Graph*> capture_{nullptr};
+    bool capture_failed_ = false;  // a synchronizing call came during the capture (under mu_)
     bool stop_ = false;
     std::thread worker_;
     std::mutex inline_mu_;  // serializes sync-mode tasks run on caller threads

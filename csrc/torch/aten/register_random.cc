@@ -13,6 +13,7 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "../generator.h"
+#include "../graph_capture.h"
 #include "kernels/random/random.h"
 #include "glue.h"
 
@@ -20,6 +21,7 @@ namespace ember::torch_glue {
 namespace {
 
 kernels::PhiloxState reserve(const std::optional<at::Generator>& generator, const at::Tensor& self, uint64_t draws) {
+    check_not_capturing(tensor_device(self).index(), "random numbers");
     at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(self.device().index());
     TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
                 "Expected a 'ember' device type for generator but found '", gen.device().type(), "'");
@@ -113,6 +115,10 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     if (p == 1) {
         mask.zero_();
         return {at::zeros_like(input), mask};
+    }
+    if (p == 0) {  // keeps everything without drawing (and so can be captured in a graph)
+        mask.fill_(true);
+        return {input.clone(), mask};
     }
     bernoulli_(mask, 1 - p, std::nullopt);
     double scale = 1.0 / (1.0 - p);

@@ -13,6 +13,7 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "../generator.h"
+#include "../graph_capture.h"
 #include "../profiler_bridge.h"
 #include "base/env.h"
 #include "runtime/device.h"
@@ -188,6 +189,20 @@ PYBIND11_MODULE(_C, m) {
         }
         std::chrono::duration<double, std::nano> ns = std::chrono::steady_clock::now() - start;
         return ns.count() / iters;
+    });
+
+    // torch.ember.EmberGraph's core (graph_capture.h).
+    py::class_<torch_glue::GraphCapture>(m, "_CapturedGraph")
+        .def(py::init<>())
+        .def("capture_begin", &torch_glue::GraphCapture::capture_begin)
+        .def("capture_end", &torch_glue::GraphCapture::capture_end)
+        .def("replay", &torch_glue::GraphCapture::replay, py::call_guard<py::gil_scoped_release>())
+        .def("reset", &torch_glue::GraphCapture::reset, py::call_guard<py::gil_scoped_release>())
+        .def("num_kernels", &torch_glue::GraphCapture::num_kernels)
+        .def("capturing", &torch_glue::GraphCapture::capturing);
+    m.def("_is_capturing", [](int index) {
+        runtime::Device& d = dev(index);
+        return d.capture_stream() != nullptr && d.capture_stream() == &d.current_stream();
     });
 
     torch_glue::bind_compiler(m);

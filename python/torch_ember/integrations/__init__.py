@@ -4,7 +4,8 @@ accelerators they know.
 Hugging Face accelerate/Trainer and Lightning choose devices and allow mixed precision from
 hard-coded device lists; PyTorch's FlexAttention admits a fixed set of device types, and
 nn.TransformerEncoder's inference fast path assumes nested-tensor kernels, and AOTAutograd's
-RNG-state operators for checkpointed dropout know a fixed list of devices. Importing torch_ember
+RNG-state operators for checkpointed dropout know a fixed list of devices, as does the optimizers'
+graph-capture check. Importing torch_ember
 installs narrow patches for them: each runs
 when its library is first imported (or at once if it already is), changes one decision for
 ember devices only, and leaves every other device's path untouched. docs/integrations.md says
@@ -29,11 +30,13 @@ _PATCHES = {
     "accelerate.accelerator": ("_accelerate", "patch_accelerator"),
     "accelerate.utils.dataclasses": ("_accelerate", "add_dynamo_backend"),
     "transformers.training_args": ("_transformers", "patch_training_args"),
+    "transformers.utils.import_utils": ("_transformers", "patch_is_tracing"),
     "lightning.pytorch.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
     "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
     "torch.nn.attention.flex_attention": ("_flex_attention", "patch_flex_attention"),
     "torch.nn.modules.transformer": ("_transformer", "patch_encoder"),
     "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),
+    "torch.optim.optimizer": ("_optim", "patch_capture_check"),
     "triton.backends": ("_triton", "register_backend"),
 }
 _done = set()

@@ -1,8 +1,12 @@
-"""transformers: bf16 on ember.
+"""transformers: bf16 on ember, and ember graph capture counts as tracing.
 
 `TrainingArguments(bf16=True)` raises unless `is_torch_bf16_gpu_available()` is true, and that
 check knows only CUDA, XPU, NPU, MLU, MUSA, HPU and MPS. When the Trainer's device will be ember
 (no CUDA, ACCELERATE_TORCH_DEVICE names ember), bf16 is available: ember computes it natively.
+
+`is_tracing()` tells models to skip data-dependent checks (the packed-sequence test of the mask
+helpers reads a value back) while Dynamo traces or a CUDA/XPU stream captures a graph; an ember
+graph capture refuses such reads, so it counts too.
 """
 import functools
 import os
@@ -20,3 +24,15 @@ def patch_training_args(module) -> None:
         return original()
 
     module.is_torch_bf16_gpu_available = is_torch_bf16_gpu_available
+
+
+def patch_is_tracing(module) -> None:
+    original = module.is_xpu_stream_capturing
+
+    @functools.wraps(original)
+    def is_xpu_stream_capturing() -> bool:
+        if torch.ember.is_initialized() and torch.ember.is_current_stream_capturing():
+            return True
+        return original()
+
+    module.is_xpu_stream_capturing = is_xpu_stream_capturing

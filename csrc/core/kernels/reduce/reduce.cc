@@ -279,47 +279,73 @@ void finish(ReduceOp op, const Partial& r, const ReduceArgs& a, char* out, char*
     }
 }
 
-// Sums over leading dims of a tensor whose single kept dim is contiguous (bias gradients,
-// sum_to_size in autograd): rows are added into a vector of double accumulators, which
-// vectorizes across the outputs instead of striding through memory once per output.
+// Sums whose last kept dim runs along memory (stride 1) and whose reduced dims do not: bias
+// gradients (kept [C] of [N, T, C]), means over a middle dim (kept [B, C] of [B, T, C]), and
+// the backward of an expand (GQA's repeated key/value heads). For each index of the other kept
+// dims, whole rows of the reduced positions are added into a vector of double accumulators,
+// which vectorizes across the outputs instead of striding through memory once per output.
 template <typename T>
 bool try_column_sum(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
     if (op != ReduceOp::kSum && op != ReduceOp::kMean) return false;
-    if (a.kept != 1 || a.in.strides[0] != 1 || a.in.ndim < 2) return false;
-    const int64_t width = a.in.sizes[0];
+    if (a.kept < 1 || a.in.ndim <= a.kept) return false;
+    const int ck = a.kept - 1;  // the kept dim along memory
+    if (a.in.strides[ck] != 1 || a.in.sizes[ck] < 4) return false;
+    const int64_t width = a.in.sizes[ck];
+    int64_t outer = 1;
+    for (int d = 0; d < ck; ++d) outer *= a.in.sizes[d];
     int64_t reduced = 1;
-    for (int d = 1; d < a.in.ndim; ++d) reduced *= a.in.sizes[d];
-    if (reduced == 0) return false;
+    for (int d = a.kept; d < a.in.ndim; ++d) reduced *= a.in.sizes[d];
+    if (reduced == 0 || outer == 0) return false;
     const int64_t out_es = element_size(a.out.dtype);
-    auto body = [&](int64_t c0, int64_t c1) {
-        std::vector<double> acc(static_cast<size_t>(c1 - c0), 0.0);
-        std::vector<int64_t> iacc(static_cast<size_t>(c1 - c0), 0);
-        int64_t idx[kMaxDims] = {};
-        const int nr = a.in.ndim - 1;
-        for (int64_t r = 0; r < reduced; ++r) {
-            const T* row = static_cast<const T*>(a.in.data);
-            for (int d = 0; d < nr; ++d) row += idx[d] * a.in.strides[1 + d];
-            if constexpr (std::is_integral_v<T>) {
-                for (int64_t c = c0; c < c1; ++c) iacc[c - c0] += static_cast<int64_t>(row[c]);
-            } else {
-                for (int64_t c = c0; c < c1; ++c) acc[c - c0] += detail::as_double(row[c]);
+    const int64_t cw = std::min<int64_t>(width, 1024);  // columns per work item
+    const int64_t chunks = (width + cw - 1) / cw;
+    const int nr = a.in.ndim - a.kept;
+    auto body = [&](int64_t t0, int64_t t1) {
+        std::vector<double> acc(static_cast<size_t>(cw));
+        std::vector<int64_t> iacc(static_cast<size_t>(cw));
+        for (int64_t t = t0; t < t1; ++t) {
+            const int64_t o = t / chunks, c0 = (t % chunks) * cw, c1 = std::min(width, c0 + cw);
+            const T* base = static_cast<const T*>(a.in.data) + c0;
+            char* out = static_cast<char*>(a.out.data) + c0 * a.out.strides[ck] * out_es;
+            for (int64_t d = ck - 1, rem = o; d >= 0; --d) {
+                const int64_t i = rem % a.in.sizes[d];
+                rem /= a.in.sizes[d];
+                base += i * a.in.strides[d];
+                out += i * a.out.strides[d] * out_es;
             }
-            for (int d = nr - 1; d >= 0; --d) {
-                if (++idx[d] < a.in.sizes[1 + d]) break;
-                idx[d] = 0;
+            std::fill(acc.begin(), acc.end(), 0.0);
+            std::fill(iacc.begin(), iacc.end(), 0);
+            int64_t idx[kMaxDims] = {};
+            const int64_t n = c1 - c0;
+            for (int64_t r = 0; r < reduced; ++r) {
+                const T* row = base;
+                for (int d = 0; d < nr; ++d) row += idx[d] * a.in.strides[a.kept + d];
+                if constexpr (std::is_integral_v<T>) {
+                    for (int64_t c = 0; c < n; ++c) iacc[c] += static_cast<int64_t>(row[c]);
+                } else {
+                    for (int64_t c = 0; c < n; ++c) acc[c] += detail::as_double(row[c]);
+                }
+                for (int d = nr - 1; d >= 0; --d) {
+                    if (++idx[d] < a.in.sizes[a.kept + d]) break;
+                    idx[d] = 0;
+                }
             }
-        }
-        for (int64_t c = c0; c < c1; ++c) {
-            char* out = static_cast<char*>(a.out.data) + c * a.out.strides[0] * out_es;
-            double v = std::is_integral_v<T> ? static_cast<double>(iacc[c - c0]) : acc[c - c0];
-            if (op == ReduceOp::kMean) v /= static_cast<double>(reduced);
-            if (std::is_integral_v<T> && op == ReduceOp::kSum) store_value(out, iacc[c - c0], a.out.dtype);
-            else store_value(out, v, a.out.dtype);
+            for (int64_t c = 0; c < n; ++c) {
+                char* dst = out + c * a.out.strides[ck] * out_es;
+                if (std::is_integral_v<T> && op == ReduceOp::kSum) {
+                    store_value(dst, iacc[c], a.out.dtype);
+                } else {
+                    double v = std::is_integral_v<T> ? static_cast<double>(iacc[c]) : acc[c];
+                    if (op == ReduceOp::kMean) v /= static_cast<double>(reduced);
+                    store_value(dst, v, a.out.dtype);
+                }
+            }
         }
     };
-    int64_t grain = std::max<int64_t>(16, runtime::kParallelGrain / reduced);
-    if (pool) pool->parallel_for(width, grain, body);
-    else body(0, width);
+    const int64_t items = outer * chunks;
+    const int64_t grain = std::max<int64_t>(1, runtime::kParallelGrain / std::max<int64_t>(1, reduced * cw));
+    if (pool) pool->parallel_for(items, grain, body);
+    else body(0, items);
     return true;
 }
 

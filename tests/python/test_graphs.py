@@ -1,0 +1,114 @@
+"""Graph capture (torch.ember.EmberGraph, torch.ember.graph, torch.accelerator.Graph): a captured
+training step replays to the same results as eager steps, memory the capture used stays its own,
+and what cannot be captured is refused with an error that says why."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torch_ember  # noqa: F401
+
+
+def _step(model, opt, x, y):
+    opt.zero_grad(set_to_none=False)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_a_captured_training_step_replays_like_eager_steps():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 5)).to("ember")
+    ref = copy.deepcopy(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, capturable=True)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(8, 16, generator=gen) for _ in range(6)]
+    ys = [torch.randint(0, 5, (8,), generator=gen) for _ in range(6)]
+    static_x, static_y = xs[0].to("ember"), ys[0].to("ember")
+    _step(model, opt, static_x, static_y)  # warm-up: gradients and optimizer state exist
+    _step(ref, ref_opt, static_x.clone(), static_y.clone())
+    g = torch.ember.EmberGraph()
+    with torch.ember.graph(g):
+        assert torch.ember.is_current_stream_capturing()
+        static_loss = _step(model, opt, static_x, static_y)
+    assert not torch.ember.is_current_stream_capturing()
+    assert g.num_kernels() > 20
+    for x, y in zip(xs[1:], ys[1:]):
+        static_x.copy_(x)
+        static_y.copy_(y)
+        g.replay()
+        expected = _step(ref, ref_opt, x.to("ember"), y.to("ember"))
+        torch.testing.assert_close(static_loss, expected, rtol=1e-5, atol=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_memory_the_capture_used_is_not_handed_out_again():
+    x = torch.randn(1000, device="ember")
+    g = torch.ember.EmberGraph()
+    with torch.ember.graph(g):
+        t = (x * 2).sin()  # an intermediate, freed inside the capture
+        y = t.exp() + 1
+        del t
+    for _ in range(3):
+        garbage = [torch.full((1000,), float(i), device="ember") for i in range(20)]
+        x.copy_(torch.randn(1000))
+        g.replay()
+        torch.testing.assert_close(y.cpu(), (x.cpu() * 2).sin().exp() + 1)
+        del garbage
+    g.reset()
+    with pytest.raises(RuntimeError, match="holds no capture"):
+        g.replay()
+
+
+@pytest.mark.parametrize("what,fn,match", [
+    ("a read-back", lambda x: (x.sum().item(),), "capturing a graph"),
+    ("printing", lambda x: (str(x),), "capturing a graph"),
+    ("a CPU-fallback op", lambda x: (torch.special.erfcx(x),), "capturing a graph"),
+    ("random numbers", lambda x: (torch.rand_like(x),), "random numbers cannot be captured"),
+    ("dropout", lambda x: (F.dropout(x, 0.5),), "random numbers cannot be captured"),
+])
+def test_what_cannot_be_captured_is_refused(what, fn, match):
+    x = torch.randn(4, device="ember")
+    g = torch.ember.EmberGraph()
+    with pytest.raises(RuntimeError, match=match):
+        with torch.ember.graph(g):
+            fn(x)
+    assert g.num_kernels() == 0 and not torch.ember.is_current_stream_capturing()
+    torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)  # the device works on afterwards
+
+
+def test_work_on_another_stream_during_a_capture_is_refused():
+    x = torch.randn(4, device="ember")
+    side = torch.ember.Stream()
+    g = torch.ember.EmberGraph()
+    with pytest.raises(RuntimeError, match="while stream 0 of ember:0 captures a graph"):
+        with torch.ember.graph(g):
+            with torch.ember.stream(side):
+                x + 1
+
+
+def test_a_non_capturable_optimizer_step_is_refused():
+    model = torch.nn.Linear(4, 4).to("ember")
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 4, device="ember")).sum().backward()
+    opt.step()
+    with pytest.raises(RuntimeError, match="capturable is False"):
+        with torch.ember.graph(torch.ember.EmberGraph()):
+            opt.step()
+
+
+def test_torch_accelerator_graph_on_ember():
+    x = torch.randn(6, device="ember")
+    g = torch.accelerator.Graph()
+    g.capture_begin()
+    assert torch.accelerator.current_stream().is_capturing()
+    y = x.square() + 3
+    g.capture_end()
+    x.copy_(torch.arange(6.0))
+    g.replay()
+    torch.testing.assert_close(y.cpu(), torch.arange(6.0).square() + 3)
+    g.reset()
