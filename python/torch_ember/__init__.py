@@ -25,6 +25,9 @@ from ._fallback import fallback_report, reset_fallback_stats, set_fallback_mode 
 from . import eager_decompositions as _eager_decompositions  # noqa: E402
 
 _eager_decompositions.install()
+from . import _sparse  # noqa: E402
+
+_sparse.install()
 from . import _exit  # noqa: E402,F401
 from . import integrations as _integrations  # noqa: E402
 

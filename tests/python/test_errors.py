@@ -460,3 +460,18 @@ def test_out_and_in_place_rules_match_cpu():
         torch.addr(torch.ones(2, 3, device=e), torch.ones(2, device=e), torch.ones(3, device=e), out=torch.empty(2, 3))
     assert torch.bucketize(torch.ones(2, device=e), torch.empty(0, device=e)).dtype == torch.int64
     assert torch.searchsorted(torch.empty(0, device=e), torch.ones(2, device=e)).dtype == torch.int64
+
+
+def test_sparse_tensors_are_refused_with_the_way_out():
+    # A sparse embedding's gradient, a dense-to-sparse conversion and a sparse tensor moved to
+    # ember failed with the dispatcher's list of every backend it knows.
+    emb = torch.nn.Embedding(5, 4, sparse=True).to("ember")
+    with pytest.raises(NotImplementedError, match=r"sparse tensors are not supported on ember.*sparse=False"):
+        emb(torch.tensor([[1, 2, 0]], device="ember")).sum().backward()
+    with pytest.raises(NotImplementedError, match="sparse tensors are not supported on ember"):
+        torch.randn(3, 3, device="ember").to_sparse()
+    with pytest.raises(NotImplementedError, match="sparse tensors are not supported on ember"):
+        torch.randn(3, 3).to_sparse().to("ember")
+    dense = torch.nn.Embedding(5, 4).to("ember")  # the dense form trains as usual
+    dense(torch.tensor([[1, 2, 0]], device="ember")).sum().backward()
+    assert dense.weight.grad.layout == torch.strided
