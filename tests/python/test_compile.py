@@ -406,6 +406,13 @@ def test_a_cpu_model_runs_as_written_on_the_cpu():
     assert made.device.type == "ember"
 
 
+def test_inductor_on_ember_tensors_says_to_use_the_ember_backend():
+    # torch.compile's default backend found no code generator for ember and failed an assert.
+    f = torch.compile(lambda t: (t.pow(2).mean(-1, keepdim=True) + 1e-6).rsqrt() * t)
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=r"backend='ember'"):
+        f(torch.randn(4, 8, device="ember"))
+
+
 def test_unknown_option_is_rejected():
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="unknown ember compile option"):
         _compile(lambda x: x + 1, fallbck="eager")(torch.randn(2, device="ember"))

@@ -38,6 +38,7 @@ from .memory import (  # noqa: F401
     reset_peak_memory_stats,
 )
 from .graphs import EmberGraph, graph, is_current_stream_capturing  # noqa: F401
+from .inductor import CppWrapperCodegen, PythonWrapperCodegen, Scheduling, WrapperFxCodegen  # noqa: F401
 from .random import (  # noqa: F401
     default_generators,
     _get_generator,
