@@ -106,6 +106,8 @@ CachingAllocator::Block* CachingAllocator::split(Block* b, size_t size, Pool& po
     rest->size = remaining;
     rest->stream = b->stream;
     rest->is_small = b->is_small;
+    rest->graph = b->graph;  // a capture may have written that memory: it stays the graph's
+    rest->free_fence = b->free_fence;
     rest->prev = b;
     rest->next = b->next;
     if (rest->next) rest->next->prev = rest;
