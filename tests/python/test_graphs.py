@@ -64,6 +64,20 @@ def test_memory_the_capture_used_is_not_handed_out_again():
         g.replay()
 
 
+def test_a_block_split_inside_the_capture_stays_the_graphs():
+    x = torch.randn(1 << 20, device="ember")  # 4 MB
+    g = torch.ember.EmberGraph()
+    with torch.ember.graph(g):
+        a = x * 2  # written by the graph, freed, then split for a smaller tensor
+        s = a.sum()
+        del a
+        b = x[:300_000] + s
+    c = torch.full((600_000,), 7.0, device="ember")  # allocated after the capture
+    g.replay()
+    assert torch.equal(c.cpu(), torch.full((600_000,), 7.0)), "a replay wrote memory handed out after the capture"
+    torch.testing.assert_close(b.cpu(), x[:300_000].cpu() + (x.cpu() * 2).sum(), rtol=1e-5, atol=1e-2)
+
+
 @pytest.mark.parametrize("what,fn,match", [
     ("a read-back", lambda x: (x.sum().item(),), "capturing a graph"),
     ("printing", lambda x: (str(x),), "capturing a graph"),
