@@ -320,8 +320,9 @@ void CachingAllocator::release_cached_segments() {
     for (Pool* pool : {&small_pool_, &large_pool_}) {
         for (auto it = pool->begin(); it != pool->end();) {
             Block* b = *it;
-            // Work queued after the caller synchronized may still use a freed block.
-            if (b->is_split() || !b->stream->is_done(b->free_fence)) {
+            // Work queued after the caller synchronized may still use a freed block; a block a
+            // capture wrote is the graph's memory (every replay writes it again).
+            if (b->is_split() || !b->stream->is_done(b->free_fence) || b->graph != 0) {
                 ++it;
                 continue;
             }

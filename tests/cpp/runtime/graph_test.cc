@@ -88,4 +88,18 @@ TEST(Graph, ARemainderSplitOffAGraphBlockStaysTheGraphs) {
     alloc.release_graph(g.id());
 }
 
+TEST(Graph, EmptyCacheDuringCaptureKeepsTheGraphsFreedBlocks) {
+    Stream s(0, 0, 0);
+    CachingAllocator alloc(0, 64ull << 20, [&] { s.wait_for(s.enqueued()); });
+    Graph g;
+    alloc.begin_graph(g.id());
+    alloc.free(*alloc.allocate(4 << 20, s));  // a whole segment, written and freed in the capture
+    alloc.empty_cache();
+    EXPECT_GT(alloc.stats().reserved_bytes[kAllPools].current, 0) << "the segment went back to the system";
+    alloc.end_graph();
+    alloc.release_graph(g.id());
+    alloc.empty_cache();
+    EXPECT_EQ(alloc.stats().reserved_bytes[kAllPools].current, 0);
+}
+
 }  // namespace ember::runtime
