@@ -25,12 +25,11 @@ void check_not_capturing_elsewhere(runtime::Stream& stream, const char* name) {
                          " captures a graph; it would run now, outside the graph. Capture on one stream."));
 }
 
-void check_not_capturing(int device, const char* what) {
+void check_not_capturing(int device, const char* what, const char* why) {
     if (!any_capture()) return;
     runtime::Device& d = runtime::device(device);
     if (d.capture_stream() != nullptr && d.capture_stream() == &d.current_stream())
-        raise_status(refused(std::string(what) + " cannot be captured: every replay would repeat the numbers drawn "
-                                                 "at capture time. Draw them outside the graph into a tensor it reads."));
+        raise_status(refused(std::string(what) + " cannot be captured: " + why));
 }
 
 GraphCapture::~GraphCapture() {

@@ -2,7 +2,8 @@
 // stream between capture_begin and capture_end, replayed on the current stream (runtime/graph.h
 // holds the semantics). While a graph captures, work queued on another stream of the device is
 // refused (it would run at once, outside the graph), and so are random ops (every replay would
-// draw the same numbers) and anything that waits for the device.
+// draw the same numbers), copies from CPU memory that must be staged (a replay would copy the
+// capture's values again) and anything that waits for the device.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +41,8 @@ class GraphCapture {
 
 // Raises unless work may be queued on `stream` now (no other stream of its device captures).
 void check_not_capturing_elsewhere(runtime::Stream& stream, const char* name);
-// Raises when the current stream of `device` captures a graph: `what` cannot be captured.
-void check_not_capturing(int device, const char* what);
+// Raises when the current stream of `device` captures a graph: `what` cannot be captured, `why`.
+void check_not_capturing(int device, const char* what, const char* why);
 // Whether any graph is capturing in this process (a fast test before the checks above).
 bool any_capture();
 

@@ -14,6 +14,7 @@
 
 #include "../check.h"
 #include "../context.h"
+#include "../graph_capture.h"
 #include "../profiler_bridge.h"
 #include "kernels/copy.h"
 #include "kernels/fill.h"
@@ -54,6 +55,10 @@ void upload(const at::Tensor& dst, const at::Tensor& host, bool non_blocking, bo
     void* d = dst.data_ptr();
     const void* h = host.data_ptr();
     if (host_is_temp) {
+        check_not_capturing(stream.device(), "a copy from CPU memory that needs converting or staging",
+                            "a replay would copy the values staged at capture time again. Copy into an "
+                            "ember tensor before replaying, or from pinned memory of the same dtype "
+                            "(non_blocking=True).");
         // We own the staging tensor: the task keeps it alive, so the host need not wait.
         uint64_t seq = enqueue(stream, "copy_h2d", [d, h, bytes, keep = host] {
             std::memcpy(d, h, bytes);

@@ -21,7 +21,9 @@ namespace ember::torch_glue {
 namespace {
 
 kernels::PhiloxState reserve(const std::optional<at::Generator>& generator, const at::Tensor& self, uint64_t draws) {
-    check_not_capturing(tensor_device(self).index(), "random numbers");
+    check_not_capturing(tensor_device(self).index(), "random numbers",
+                        "every replay would repeat the numbers drawn at capture time. Draw them outside the "
+                        "graph into a tensor it reads.");
     at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(self.device().index());
     TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
                 "Expected a 'ember' device type for generator but found '", gen.device().type(), "'");

@@ -8,6 +8,7 @@
 #include <utility>
 #include <cmath>
 #include <optional>
+#include <cstring>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -24,6 +25,21 @@ namespace {
 // Source index of each output position along one axis, in the float arithmetic PyTorch's CPU
 // kernels use (so rounding at the cell edges agrees): nearest floors dst * scale (with shortcuts
 // for equal and doubled sizes), nearest-exact floors (dst + 0.5) * scale.
+// A table of source indices or weights on the device, copied there by a queued task that owns
+// the values: no synchronizing upload, so the ops stay asynchronous and can be captured in a
+// graph (each replay copies the same table, which depends only on the sizes).
+template <typename T>
+at::Tensor device_table(std::vector<T> values, at::ScalarType type, c10::Device dev) {
+    at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(type).device(dev));
+    if (values.empty()) return t;
+    void* d = t.data_ptr();
+    queue(t, "upload_table", [d, v = std::move(values)](runtime::ThreadPool*) {
+        std::memcpy(d, v.data(), v.size() * sizeof(T));
+        return Status();
+    });
+    return t;
+}
+
 at::Tensor nearest_source(int64_t in, int64_t out, std::optional<double> scale, bool exact, c10::Device dev) {
     const float s = (scale && *scale > 0) ? static_cast<float>(1.0 / *scale)
                                           : static_cast<float>(in) / static_cast<float>(out);
@@ -36,7 +52,7 @@ at::Tensor nearest_source(int64_t in, int64_t out, std::optional<double> scale, 
         else src = static_cast<int64_t>(std::floor(static_cast<float>(i) * s));
         idx[static_cast<size_t>(i)] = std::min(src, in - 1);
     }
-    return at::tensor(idx, at::kLong).to(dev);
+    return device_table(std::move(idx), at::kLong, dev);
 }
 
 bool nearest_native(const at::Tensor& t, size_t spatial) {
@@ -145,18 +161,18 @@ LinearAxis linear_axis(int64_t in, int64_t out, bool align_corners, std::optiona
     if (opts.dtype() == at::kDouble) {
         std::vector<double> l0, l1;
         linear_source<double>(in, out, align_corners, scale, i0, i1, l0, l1);
-        a.l0 = at::tensor(l0, at::kDouble);
-        a.l1 = at::tensor(l1, at::kDouble);
+        a.l0 = device_table(std::move(l0), at::kDouble, opts.device());
+        a.l1 = device_table(std::move(l1), at::kDouble, opts.device());
     } else {
         std::vector<float> l0, l1;
         linear_source<float>(in, out, align_corners, scale, i0, i1, l0, l1);
-        a.l0 = at::tensor(l0, at::kFloat);
-        a.l1 = at::tensor(l1, at::kFloat);
+        a.l0 = device_table(std::move(l0), at::kFloat, opts.device());
+        a.l1 = device_table(std::move(l1), at::kFloat, opts.device());
     }
-    a.l0 = a.l0.to(opts.device()).view(shape);
-    a.l1 = a.l1.to(opts.device()).view(shape);
-    a.i0 = at::tensor(i0, at::kLong).to(opts.device());
-    a.i1 = at::tensor(i1, at::kLong).to(opts.device());
+    a.l0 = a.l0.view(shape);
+    a.l1 = a.l1.view(shape);
+    a.i0 = device_table(std::move(i0), at::kLong, opts.device());
+    a.i1 = device_table(std::move(i1), at::kLong, opts.device());
     return a;
 }
 

@@ -200,6 +200,7 @@ PYBIND11_MODULE(_C, m) {
         .def("reset", &torch_glue::GraphCapture::reset, py::call_guard<py::gil_scoped_release>())
         .def("num_kernels", &torch_glue::GraphCapture::num_kernels)
         .def("capturing", &torch_glue::GraphCapture::capturing);
+    m.def("_any_capture", [] { return torch_glue::any_capture(); });
     m.def("_is_capturing", [](int index) {
         runtime::Device& d = dev(index);
         return d.capture_stream() != nullptr && d.capture_stream() == &d.current_stream();

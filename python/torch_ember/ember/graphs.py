@@ -15,9 +15,13 @@ graph is destroyed); keep the input tensors alive as long as the graph replays.
 
 Refused during a capture, with an error naming the reason: anything that waits for the device
 (`.item()`, `.cpu()`, printing, ops that run on the CPU fallback, data-dependent shapes), random
-ops (each replay would repeat the capture's numbers), and work queued on another stream of the
-device. Optimizers must be built with `capturable=True` (their step count then lives on the
-device); `torch.accelerator.Graph` works on ember through the same implementation.
+ops (each replay would repeat the capture's numbers), copies from CPU memory that must be
+converted or staged (pinned memory of the same dtype with non_blocking=True is read at each
+replay), work queued on another stream of the device, and optimizer steps whose state or
+hyperparameters are CPU tensors (build them with `capturable=True`; keep a tensor lr on the
+device). Python numbers are fixed at capture time, as in CUDA graphs: a float learning rate that
+a scheduler changes between replays does not reach the graph. `torch.accelerator.Graph` works on
+ember through the same implementation.
 """
 import gc
 
@@ -33,7 +37,7 @@ class EmberGraph:
         self._graph = _C._CapturedGraph()
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
-        if pool is not None:
+        if pool is not None and tuple(pool) != (0, 0):  # (0, 0): pool() of any ember graph
             raise NotImplementedError("ember graphs do not share memory pools yet (pass pool=None)")
         self._graph.capture_begin(torch.ember.current_device())
 
@@ -71,6 +75,8 @@ class graph:
         self.capture_error_mode = capture_error_mode
 
     def __enter__(self):
+        if is_current_stream_capturing():
+            raise RuntimeError("ember graph: another graph is capturing on this stream (captures do not nest)")
         torch.ember.synchronize()
         gc.collect()
         if self.stream_ctx is not None:

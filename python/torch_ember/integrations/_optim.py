@@ -1,16 +1,23 @@
-"""torch.optim: a non-capturable optimizer step inside an ember graph capture is refused.
+"""torch.optim: an optimizer step inside an ember graph capture that would bake host state into
+the graph is refused.
 
 A step captured with `capturable=False` keeps its step count on the CPU and bakes the learning
 rate's bias correction of the capture's step into the kernels, so every replay would repeat that
 step's arithmetic: silently wrong training. `Optimizer._accelerator_graph_capture_health_check`
 refuses it for CUDA and XPU captures only; the wrapper adds ember's, with the same message.
+Optimizers without a `capturable` flag (Adagrad's step count, lr_decay) have no such check: a
+global step pre-hook refuses any step whose state or hyperparameters hold CPU tensors (a CPU-tensor
+lr that a scheduler updates between replays) while an ember graph captures.
 """
 import functools
 
 import torch
 
+from .. import _C
+
 
 def patch_capture_check(module) -> None:
+    patch_step_hook(module)
     cls = module.Optimizer
     original = cls._accelerator_graph_capture_health_check
 
@@ -24,3 +31,26 @@ def patch_capture_check(module) -> None:
         return original(self)
 
     cls._accelerator_graph_capture_health_check = check
+
+
+def _refuse_host_state(optimizer, args, kwargs):
+    if not _C._any_capture() or torch.compiler.is_compiling() or not torch.ember.is_current_stream_capturing():
+        return
+    def refuse(what):
+        raise RuntimeError(
+            f"Attempting EMBER graph capture of step() for an instance of {type(optimizer).__name__} whose "
+            f"{what} is a CPU tensor: its value at capture time would be baked into every replay. Use "
+            "capturable=True where the optimizer has it, and keep tensor hyperparameters (lr) on the device.")
+
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                refuse(f"state {key!r}")
+    for group in optimizer.param_groups:
+        for key, value in group.items():
+            if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                refuse(f"param_groups {key!r}")
+
+
+def patch_step_hook(module) -> None:
+    module.register_optimizer_step_pre_hook(_refuse_host_state)
