@@ -34,7 +34,8 @@ def patch_capture_check(module) -> None:
 
 
 def _refuse_host_state(optimizer, args, kwargs):
-    if not _C._any_capture() or torch.compiler.is_compiling() or not torch.ember.is_current_stream_capturing():
+    # is_compiling() first: Dynamo traces step() with its hooks and folds this to an early return.
+    if torch.compiler.is_compiling() or not _C._any_capture() or not torch.ember.is_current_stream_capturing():
         return
     def refuse(what):
         raise RuntimeError(
