@@ -1,0 +1,373 @@
+"""Ember's own compositions from native ops, for ops that torch._decomp has no decomposition for
+(or whose reference form calls the op itself): eager_decompositions.py registers each of OWN as
+the op's ember kernel, and compiled graphs use the same functions (compile/decompositions.py),
+except the EAGER_ONLY ones.
+
+Each function returns NotImplemented for arguments it does not serve the way the CPU kernel
+would; the caller then takes the visible CPU fallback.
+"""
+import torch
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+def _replication_pad_backward(grad, self, padding):
+    """The adjoint of edge padding: each padded position's gradient goes back to the edge cell it
+    copied, dim by dim from the last (padding lists (left, right) pairs from the last dim)."""
+    if any(p < 0 for p in padding):
+        return NotImplemented  # cropping: the CPU kernel's rules
+    g = grad
+    for k in range(len(padding) // 2):
+        dim = self.dim() - 1 - k
+        left, size = padding[2 * k], self.shape[dim]
+        src = torch.arange(g.shape[dim], device=g.device) - left
+        shape = list(g.shape)
+        shape[dim] = size
+        g = g.new_zeros(shape).index_add(dim, src.clamp(0, size - 1), g)  # functional: compiled graphs use it too
+    return g
+
+
+def _shrink_backward(grad, self, lambd):
+    return torch.where(self.abs() > lambd, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
+
+
+def _masked_scatter_(self, mask, source):
+    """self's positions where `mask` (broadcast to self) is true, in row-major order, take
+    source's first elements (masked_select's backward runs this)."""
+    if mask.dtype != torch.bool or source.dtype != self.dtype or source.device != self.device:
+        return NotImplemented
+    positions = mask.expand(self.shape).reshape(-1).nonzero().squeeze(1)  # waits for the count
+    n = positions.numel()
+    if source.numel() < n:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    values = source.reshape(-1)[:n]
+    if self.is_contiguous():
+        self.view(-1).index_put_((positions,), values)
+        return self
+    dense = self.contiguous()
+    dense.view(-1).index_put_((positions,), values)
+    return self.copy_(dense)
+
+
+def _bernoulli_tensor_(self, p, generator=None):
+    """self = (U < p) per element with U uniform on [0, 1): a draw from Bernoulli(p) (a different
+    stream of random numbers than the CPU's, as with every ember random op)."""
+    if p.is_complex() or p.device != self.device:
+        return NotImplemented
+    torch._assert_async(((p >= 0) & (p <= 1)).all(), "bernoulli_: p must be in [0, 1]")
+    u = torch.empty(self.shape, dtype=p.dtype if p.is_floating_point() else torch.float32,
+                    device=self.device).uniform_(generator=generator)
+    return self.copy_(u < p)
+
+
+def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """One sorted boundary vector: searchsorted is bucketize with the arguments swapped."""
+    if sorted_sequence.dim() != 1 or sorted_sequence.numel() == 0 or sorter is not None or \
+            values.dtype != sorted_sequence.dtype:
+        return NotImplemented
+    return torch.bucketize(values, sorted_sequence, out_int32=out_int32, right=right or side == "right")
+
+
+def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None, out):
+    r = _searchsorted(sorted_sequence, values, out_int32=out_int32, right=right, side=side, sorter=sorter)
+    if r is NotImplemented:
+        return r
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+def _cdist_forward(x1, x2, p, compute_mode):
+    """Pairwise p-norm distances of x1 [.., P, M] and x2 [.., R, M]. For p = 2 the CPU's choice
+    of form: through a matrix product when compute_mode asks for it (or, by default, past 25
+    rows), directly from the differences otherwise."""
+    if x1.dim() < 2 or x2.dim() < 2 or x1.shape[-1] != x2.shape[-1] or x2.dtype != x1.dtype or p < 0:
+        return NotImplemented
+    batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    a, b = x1.expand(*batch, *x1.shape[-2:]), x2.expand(*batch, *x2.shape[-2:])
+    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and (a.shape[-2] > 25 or b.shape[-2] > 25))):
+        an, bn = a.square().sum(-1, keepdim=True), b.square().sum(-1, keepdim=True)
+        lhs = torch.cat([a * -2, an, torch.ones_like(an)], -1)
+        rhs = torch.cat([b, torch.ones_like(bn), bn], -1)
+        return (lhs @ rhs.transpose(-2, -1)).clamp_min(1e-30).sqrt()
+    diff = (a[..., :, None, :] - b[..., None, :, :]).abs()
+    if p == 0:
+        return (diff != 0).sum(-1).to(x1.dtype)
+    if p == float("inf"):
+        return diff.amax(-1) if diff.shape[-1] else diff.sum(-1)
+    if p == 1:
+        return diff.sum(-1)
+    if p == 2:
+        return diff.square().sum(-1).sqrt()
+    return diff.pow(p).sum(-1).pow(1 / p)
+
+
+def _cdist_backward(grad, x1, x2, p, cdist):
+    """The gradient for x1 of _cdist_forward (autograd asks for x2's with the roles swapped)."""
+    if x1.dim() < 2 or x2.dim() < 2 or p < 0:
+        return NotImplemented
+    batch = cdist.shape[:-2]
+    a, b = x1.expand(*batch, *x1.shape[-2:]), x2.expand(*batch, *x2.shape[-2:])
+    diff = a[..., :, None, :] - b[..., None, :, :]
+    g, d = grad[..., None], cdist[..., None]
+    zero = torch.zeros((), dtype=diff.dtype, device=diff.device)
+    if p == 0:
+        return torch.zeros_like(x1)
+    if p == 1:
+        terms = g * diff.sign()
+    elif p == 2:
+        terms = torch.where(d == 0, zero, g * diff / d)
+    elif p == float("inf"):
+        terms = g * diff.sign() * (diff.abs() == d)
+    elif p < 2:
+        terms = torch.where((d == 0) | (diff == 0), zero, g * diff.sign() * diff.abs().pow(p - 1) / d.pow(p - 1))
+    else:
+        terms = torch.where(d == 0, zero, g * diff * diff.abs().pow(p - 2) / d.pow(p - 1))
+    return terms.sum(-2).sum_to_size(x1.shape)
+
+
+def _bucketize(self, boundaries, *, out_int32=False, right=False):
+    """torch._decomp's bucketize, except over no boundaries (it returns the input's dtype there;
+    the CPU returns indices)."""
+    if boundaries.numel() == 0 or self.dtype == torch.bool or boundaries.dtype == torch.bool:
+        return NotImplemented
+    from torch._decomp import decomposition_table
+
+    return decomposition_table[torch.ops.aten.bucketize.Tensor](self, boundaries, out_int32=out_int32, right=right)
+
+
+def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                                   use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                                   ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
+    """nn.TransformerEncoderLayer's inference fast path: self-attention, residual, norm and the
+    feed-forward block, in PyTorch's order. Its attention reads the (merged) mask as the CPU
+    kernel does: any nonzero entry masks a key out; type 1 is a [B, L] key padding mask."""
+    import torch.nn.functional as F
+
+    if src.dim() != 3 or src.is_nested or (mask is not None and mask.dim() not in (2, 3, 4)):
+        return NotImplemented
+    if src.numel() == 0:
+        return src.clone()
+    b, length, e = src.shape
+    heads = num_heads
+    norm = lambda t, w, bias: F.layer_norm(t, (embed_dim,), w, bias, eps)  # noqa: E731
+    x = norm(src, norm_weight_1, norm_bias_1) if norm_first else src
+    q, k, v = F.linear(x, qkv_weight, qkv_bias).view(b, length, 3, heads, e // heads).permute(2, 0, 3, 1, 4)
+    keep = None
+    if mask is not None:
+        masked = mask if mask.dtype == torch.bool else mask != 0
+        if mask_type == 1 or (mask.dim() == 2 and mask.shape == (b, length) and mask_type != 0):
+            masked = masked.view(b, 1, 1, length)
+        keep = masked.logical_not()
+    att = F.scaled_dot_product_attention(q, k, v, attn_mask=keep).transpose(1, 2).reshape(b, length, e)
+    x = F.linear(att, proj_weight, proj_bias) + src
+    if not norm_first:
+        x = norm(x, norm_weight_1, norm_bias_1)
+    h = norm(x, norm_weight_2, norm_bias_2) if norm_first else x
+    h = torch.ops.aten._addmm_activation(ffn_bias_1, h.reshape(b * length, e), ffn_weight_1.t(), use_gelu=use_gelu)
+    x = F.linear(h.view(b, length, -1), ffn_weight_2, ffn_bias_2) + x
+    return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
+
+
+def _exponential_(self, lambd=1.0, *, generator=None):
+    """-log(1 - U) / lambd with U uniform on [0, 1) (PyTorch's reference form rejects a
+    generator argument), computed in double and rounded once, so a bfloat16 or float16 result
+    keeps the distribution's tail instead of stopping where U runs out of bits."""
+    if lambd <= 0:
+        return NotImplemented  # the CPU's error
+    u = torch.empty(self.shape, dtype=torch.float64, device=self.device).uniform_(generator=generator)
+    return self.copy_(u.neg_().log1p_().div_(-lambd))
+
+
+def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    """Draws by inverse CDF (with replacement, or one draw) and by the exponential-race form of
+    the Gumbel top-k trick (without replacement: the k largest p_i / E_i, E_i ~ Exp(1), are an
+    exact weighted draw without replacement). Invalid distributions fail at the next
+    synchronize, as CUDA's device-side checks do; the CPU fails at once."""
+    if self.dim() not in (1, 2) or num_samples <= 0 or self.shape[-1] == 0:
+        return NotImplemented  # the CPU's errors
+    k = self.shape[-1]
+    if not replacement and num_samples > k:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    p = self if self.dim() == 2 else self[None]
+    p = p.float() if p.dtype in (torch.float16, torch.bfloat16) else p
+    torch._assert_async(((p >= 0) & torch.isfinite(p)).all(),
+                        "probability tensor contains either `inf`, `nan` or element < 0")
+    total = p.sum(-1, keepdim=True)
+    torch._assert_async((total > 0).all(), "invalid multinomial distribution (sum of probabilities <= 0)")
+    if replacement or num_samples == 1:
+        cdf = (p / total).cumsum(-1)
+        u = torch.empty(p.shape[0], num_samples, dtype=p.dtype, device=p.device).uniform_(generator=generator)
+        idx = (cdf[:, None, :] <= u[..., None]).sum(-1)
+        # Rounding can leave cdf[-1] just under u: take the last category with mass instead.
+        last = torch.where(p > 0, torch.arange(k, device=p.device), 0).amax(-1, keepdim=True)
+        idx = torch.minimum(idx, last)
+    else:
+        race = p / _exponential_(torch.empty_like(p), generator=generator)
+        idx = race.topk(num_samples, -1).indices
+    return idx if self.dim() == 2 else idx[0]
+
+
+def _equal(self, other):
+    """torch.equal: same shape and every element equal after type promotion, as the CPU compares
+    (NaN never is)."""
+    if self.shape != other.shape:
+        return False
+    return self.numel() == 0 or bool((self == other).all())
+
+
+def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
+    """torch.unique over the flattened input by a stable sort: a value starts a group where it
+    differs from its predecessor (so each NaN is its own group, as on the CPU). The output is
+    sorted whatever `sorted` says, as the CPU's is. Reads the group count back (a sync)."""
+    if self.dtype == torch.bool:
+        return NotImplemented
+    dev = self.device
+    flat = self.reshape(-1)
+    n = flat.numel()
+    none = torch.empty(0, dtype=torch.long, device=dev)
+    if n == 0:
+        return flat.clone(), none.reshape(self.shape) if return_inverse else none, none
+    ordered, perm = torch.sort(flat, stable=True)
+    starts = torch.ones(n, dtype=torch.bool, device=dev)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    values = ordered[starts]
+    inverse = counts = none
+    if return_inverse:
+        inverse = torch.empty(n, dtype=torch.long, device=dev)
+        inverse[perm] = starts.cumsum(0) - 1
+        inverse = inverse.reshape(self.shape)
+    if return_counts:
+        first = starts.nonzero().view(-1)
+        counts = torch.diff(first, append=torch.tensor([n], device=dev))
+    return values, inverse, counts
+
+
+def _repeat_interleave_tensor(repeats, *, output_size=None):
+    """The indices 0..len(repeats)-1, index i repeated repeats[i] times: position p belongs to
+    the first i whose running total exceeds p. Reads the total back (a sync)."""
+    if repeats.dim() != 1 or repeats.dtype not in (torch.int32, torch.int64):
+        return NotImplemented  # the CPU's errors
+    if repeats.numel() and bool((repeats < 0).any()):
+        raise RuntimeError("repeats can not be negative")
+    totals = repeats.cumsum(0)
+    total = int(totals[-1]) if repeats.numel() else 0
+    if output_size is not None and output_size != total:
+        raise RuntimeError("allocated size does not match required size")
+    if total == 0:
+        return torch.empty(0, dtype=repeats.dtype, device=repeats.device)
+    positions = torch.arange(total, device=repeats.device)
+    return torch.searchsorted(totals, positions, right=True).to(repeats.dtype)
+
+
+def _normal(mean, std, shape, dtype, generator):
+    """mean + std * N(0, 1), the draws in `dtype` from the device's generator."""
+    if isinstance(std, torch.Tensor):
+        if std.numel() and not bool((std >= 0).all()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    dev = (mean if isinstance(mean, torch.Tensor) else std).device
+    z = torch.empty(shape, dtype=dtype, device=dev).normal_(generator=generator)
+    return z.mul_(std).add_(mean)
+
+
+def _normal_tensor_tensor(mean, std, *, generator=None):
+    if not (mean.dtype.is_floating_point and std.dtype.is_floating_point):
+        return NotImplemented
+    return _normal(mean, std, torch.broadcast_shapes(mean.shape, std.shape),
+                   torch.promote_types(mean.dtype, std.dtype), generator)
+
+
+def _normal_tensor_float(mean, std=1.0, *, generator=None):
+    return _normal(mean, std, mean.shape, mean.dtype, generator)
+
+
+def _normal_float_tensor(mean, std, *, generator=None):
+    return _normal(mean, std, std.shape, std.dtype, generator)
+
+
+def _max_pool_backward(grad, self, indices):
+    """The gradient of a max pooling with indices (3-d, plain or adaptive): each output's
+    gradient added at the input position its index names, within its (N, C) plane, in output
+    order as the CPU kernel adds them."""
+    if grad.dim() not in (4, 5) or self.dim() != grad.dim() or indices.shape != grad.shape:
+        return NotImplemented
+    planes = self.shape[:-3]
+    out = torch.zeros(planes + (self.shape[-3] * self.shape[-2] * self.shape[-1],), dtype=grad.dtype,
+                      device=grad.device)
+    out.scatter_add_(-1, indices.reshape(planes + (-1,)), grad.reshape(planes + (-1,)))
+    return out.reshape(self.shape)
+
+
+def _max_pool3d_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    return _max_pool_backward(grad, self, indices)
+
+
+def _put_(self, index, source, accumulate=False):
+    """put_ as index_put_ on the flattened tensor (negative indices count from the end)."""
+    if not self.is_contiguous() or index.dtype != torch.long or source.dtype != self.dtype:
+        return NotImplemented
+    n = self.numel()
+    if index.numel() and bool(((index < -n) | (index >= n)).any()):
+        bad = index[(index < -n) | (index >= n)][0].item()
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    self.view(-1).index_put_((index.reshape(-1),), source.reshape(-1), accumulate=accumulate)
+    return self
+
+
+def _nan_ignoring(pick):
+    """fmax / fmin: the other value where one is NaN, else maximum / minimum (PyTorch's prims
+    forms call the op itself again)."""
+    def run(a, b, *, out=None):
+        if not isinstance(b, torch.Tensor) or a.dtype != b.dtype and torch.result_type(a, b) not in _FLOATS:
+            return NotImplemented
+        return torch.where(torch.isnan(b), a, torch.where(torch.isnan(a), b, pick(a, b)))
+    return run
+
+
+def _signbit(a, *, out=None):
+    """The sign bit itself, so -0.0 and a negative NaN count as negative, as on the CPU."""
+    if a.dtype == torch.bool or a.dtype == torch.uint8:
+        return torch.zeros(a.shape, dtype=torch.bool, device=a.device)
+    if not a.dtype.is_floating_point:
+        return a < 0
+    bits = {torch.float64: torch.int64, torch.float32: torch.int32}.get(a.dtype, torch.int16)
+    return a.view(bits) < 0
+
+
+def _with_out(fn):
+    def run(*args, grad_input):
+        r = fn(*args)
+        if r is NotImplemented:
+            return r
+        grad_input.resize_(r.shape)
+        return grad_input.copy_(r)
+    return run
+
+
+OWN = {
+    **{f"replication_pad{n}d_backward": _replication_pad_backward for n in (1, 2, 3)},
+    **{f"replication_pad{n}d_backward.grad_input": _with_out(_replication_pad_backward) for n in (1, 2, 3)},
+    "softshrink_backward": _shrink_backward, "softshrink_backward.grad_input": _with_out(_shrink_backward),
+    "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
+    "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,
+    "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
+    "multinomial": _multinomial, "exponential_": _exponential_,
+    "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
+    "bucketize.Tensor": _bucketize, "_transformer_encoder_layer_fwd": _transformer_encoder_layer_fwd,
+    "equal": _equal, "_unique2": _unique2, "repeat_interleave.Tensor": _repeat_interleave_tensor,
+    "normal.Tensor_Tensor": _normal_tensor_tensor, "normal.Tensor_float": _normal_tensor_float,
+    "normal.float_Tensor": _normal_float_tensor,
+    "max_pool3d_with_indices_backward": _max_pool3d_backward,
+    "max_pool3d_with_indices_backward.grad_input": _with_out(_max_pool3d_backward),
+    "adaptive_max_pool3d_backward": _max_pool_backward,
+    "adaptive_max_pool3d_backward.grad_input": _with_out(_max_pool_backward),
+    "put_": _put_,
+    "fmax": _nan_ignoring(torch.maximum), "fmax.out": _nan_ignoring(torch.maximum),
+    "fmin": _nan_ignoring(torch.minimum), "fmin.out": _nan_ignoring(torch.minimum),
+    "signbit": _signbit, "signbit.out": _signbit,
+}
+# Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
+# their compositions read a count back from the device (masked_scatter_) or mutate in place.
+EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "put_",
+                        "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
+                        "normal.float_Tensor"})
