@@ -138,3 +138,18 @@ def test_prod_matches_cpu(case, native_only):
         xc, xe = x.double().requires_grad_(), x.double().to("ember").requires_grad_()
         torch.testing.assert_close(torch.autograd.grad(xe.prod(-1).sum(), xe)[0].cpu(),
                                    torch.autograd.grad(xc.prod(-1).sum(), xc)[0], equal_nan=True)
+
+
+def test_bool_extremes_run_natively(native_only):
+    # max/min/amax/amin of masks (ties everywhere: the first position wins, as on the CPU);
+    # argmax/argmin of bool stay the CPU's error.
+    x = sample(torch.bool)
+    x[1] = True
+    x[2] = False
+    for dim in (0, 1, 2):
+        same_outcome(lambda t: t.max(dim=dim), x)
+        same_outcome(lambda t: t.min(dim=dim, keepdim=True), x)
+        same_outcome(lambda t: t.amax(dim=dim), x)
+        same_outcome(lambda t: t.amin(dim=(dim, 0)), x)
+    same_outcome(lambda t: t.max(), x)
+    same_outcome(lambda t: t.min(), x)

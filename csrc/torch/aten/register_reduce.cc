@@ -180,7 +180,7 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype
 
 #define EMBER_EXTREME(name, kOp)                                                                   \
     at::Tensor& name##_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) { \
-        if (!reducible(self) || out.scalar_type() != self.scalar_type() || self.scalar_type() == at::kBool) \
+        if (!reducible(self) || out.scalar_type() != self.scalar_type())                           \
             return cpu<ATEN_OP2(name, out)>(self, dim, keepdim, out);                             \
         Plan p = make_plan(self, dim, keepdim);                                                   \
         resize_out(out, p.out_shape);                                              \
@@ -188,7 +188,7 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype
         return out;                                                                               \
     }                                                                                             \
     at::Tensor name##_fn(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {             \
-        if (!reducible(self) || self.scalar_type() == at::kBool)                                  \
+        if (!reducible(self))                                                                      \
             return cpu<ATEN_OP(name)>(self, dim, keepdim);                                        \
         at::Tensor out = at::empty({0}, self.options());                                          \
         return name##_out(self, dim, keepdim, out);                                               \
@@ -200,7 +200,7 @@ EMBER_EXTREME(amin, ReduceOp::kAmin)
 
 #define EMBER_EXTREME_WITH_INDEX(name, kOp)                                              \
     std::tuple<at::Tensor, at::Tensor> name##_dim(const at::Tensor& self, int64_t dim, bool keepdim) { \
-        if (!reducible(self) || self.scalar_type() == at::kBool)                                   \
+        if (!reducible(self))                                                                      \
             return cpu<ATEN_OP2(name, dim)>(self, dim, keepdim);                                   \
         dim = at::maybe_wrap_dim(dim, self.dim());                                                 \
         Plan p = make_plan(self, at::IntArrayRef(dim), keepdim);                                   \
@@ -210,7 +210,7 @@ EMBER_EXTREME(amin, ReduceOp::kAmin)
         return {values, indices};                                                                  \
     }                                                                                              \
     at::Tensor name##_all(const at::Tensor& self) {                                                \
-        if (!reducible(self) || self.scalar_type() == at::kBool) return cpu<ATEN_OP(name)>(self); \
+        if (!reducible(self)) return cpu<ATEN_OP(name)>(self);                                     \
         Plan p = make_plan(self, std::nullopt, false);                                             \
         at::Tensor out = at::empty({}, self.options());                                            \
         queue_reduce(kOp == ReduceOp::kMax ? ReduceOp::kAmax : ReduceOp::kAmin, self, p, out);     \
@@ -221,6 +221,7 @@ EMBER_EXTREME_WITH_INDEX(max, ReduceOp::kMax)
 EMBER_EXTREME_WITH_INDEX(min, ReduceOp::kMin)
 #undef EMBER_EXTREME_WITH_INDEX
 
+// bool inputs take the CPU path, which refuses them ("does not support bool input").
 #define EMBER_ARG_EXTREME(name, kOp)                                                               \
     at::Tensor& name##_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) { \
         if (!reducible(self) || self.scalar_type() == at::kBool || out.scalar_type() != at::kLong) \
