@@ -334,6 +334,32 @@ def _signbit(a, *, out=None):
     return a.view(bits) < 0
 
 
+def _median(self):
+    """torch.median of all elements: the lower middle of the sorted values, NaN if there is one
+    (a sort puts NaN last)."""
+    if self.numel() == 0 or self.dtype == torch.bool:
+        return NotImplemented  # the CPU's result or error
+    ordered = torch.sort(self.reshape(-1)).values
+    value = ordered[(ordered.numel() - 1) // 2]
+    if self.is_floating_point():
+        value = torch.where(torch.isnan(ordered[-1]), ordered[-1], value)
+    return value.clone()
+
+
+def _nanmedian(self):
+    """torch.nanmedian of all elements: the lower middle of the values that are not NaN (NaN
+    when all are)."""
+    if not self.is_floating_point():
+        return _median(self)
+    if self.numel() == 0:
+        return NotImplemented
+    flat = self.reshape(-1)
+    ordered = torch.sort(flat).values
+    count = (~torch.isnan(flat)).sum()
+    middle = ((count - 1).clamp(min=0) // 2).reshape(1)
+    return ordered.gather(0, middle).reshape(())
+
+
 def _with_out(fn):
     def run(*args, grad_input):
         r = fn(*args)
@@ -365,6 +391,7 @@ OWN = {
     "fmax": _nan_ignoring(torch.maximum), "fmax.out": _nan_ignoring(torch.maximum),
     "fmin": _nan_ignoring(torch.minimum), "fmin.out": _nan_ignoring(torch.minimum),
     "signbit": _signbit, "signbit.out": _signbit,
+    "median": _median, "nanmedian": _nanmedian,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.

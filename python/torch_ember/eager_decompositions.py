@@ -94,7 +94,7 @@ OPS = (
     "_cdist_forward", "_cdist_backward", "_transformer_encoder_layer_fwd",
     "equal", "_unique2", "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
     "normal.float_Tensor", "max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input",
-    "adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input", "put_",
+    "adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input", "put_", "median", "nanmedian",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -110,7 +110,8 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar",
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
                         "signbit.out", "equal", "_unique2", "repeat_interleave.Tensor", "bucketize.Tensor",
-                        "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_"})
+                        "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_", "median",
+                        "nanmedian"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

@@ -69,6 +69,8 @@ CASES = {
     "put": (lambda x, t: x.put(torch.tensor([0, -1, 7, 7], device=x.device), t.flatten()[:4], accumulate=True)
             + x.put(torch.tensor([3, -2], device=x.device), t.flatten()[4:6]), [X, T]),
     "copysign": (lambda a, b: torch.copysign(a, b - 0.5), [X, T]),
+    "median": (lambda x: torch.median(x) + torch.nanmedian(torch.where(x > 1, float("nan"), x))
+               + torch.median(torch.where(x > 2, float("nan"), x)).nan_to_num(7.0), [X]),
     "signbit": (lambda x: x * torch.signbit(torch.cat([x, torch.tensor([[[-0.0, 0.0, float("nan"), -float("nan"),
                                                                            -1.0]]], device=x.device).expand(3, 1, 5)], 1)
                                             )[:, :4], [X]),
