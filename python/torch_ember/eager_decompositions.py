@@ -80,7 +80,7 @@ OPS = (
     "max_pool3d_with_indices", "max_pool3d_with_indices.out",
     "addmm.dtype", "addmm.dtype_out", "addbmm_",
     "_addmm_activation", "_addmm_activation.out", "any.all_out", "any.out",
-    "copysign.Tensor", "copysign.out", "copysign_.Tensor", "cumprod", "cumprod.out", "cumprod_",
+    "copysign.Tensor", "copysign.out", "copysign_.Tensor",
     "fmax", "fmax.out", "fmin", "fmin.out",
     "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar", "isin.Tensor_Scalar_out",
     "isin.Tensor_Tensor", "isin.Tensor_Tensor_out",

@@ -259,3 +259,22 @@ def test_indexing_strided_views_runs_natively(view, native_only):
     make(cpu).index_put_((idx,), torch.tensor(2.0), accumulate=True)
     make(dev).index_put_((idx.to("ember"),), torch.tensor(2.0, device="ember"), accumulate=True)
     torch.testing.assert_close(dev.cpu(), cpu)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int32, torch.uint8, torch.int8])
+def test_cumprod_is_native(dtype, native_only):
+    # It ran as torch._decomp's quadratic composition (floats) or on the CPU (integers).
+    x = _scan_input() if dtype.is_floating_point else (sample((3, 7, 5), torch.float32) * 2).to(dtype)
+    if dtype.is_floating_point:
+        x = x.to(dtype)
+        x[1, 4, 0] = 0.0
+    for dim in (0, 1, -1):
+        same_scan(lambda a: torch.cumprod(a, dim), x)
+        same_scan(lambda a: torch.cumprod(a.transpose(0, 2), dim), x)
+    same_scan(lambda a: torch.cumprod(torch.full((40,), 3, dtype=torch.int64, device=a.device), 0), x)  # wraps
+    xd = sample((4, 6), torch.float64)
+    xd[1, 2] = xd[2, 1] = xd[2, 4] = 0.0  # zeros: the backward's special case
+    a, b = xd.clone().requires_grad_(), xd.to("ember").requires_grad_()
+    torch.cumprod(a, 1).sin().sum().backward()
+    torch.cumprod(b, 1).sin().sum().backward()
+    torch.testing.assert_close(b.grad.cpu(), a.grad)

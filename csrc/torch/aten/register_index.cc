@@ -1,6 +1,6 @@
 // Indexing and shape ops: cat, index_select (embedding's forward), embedding's backward,
-// tril/triu, the scans (cumsum, logcumsumexp, cummax/cummin) and arange, on core's kernels/index,
-// kernels/reduce/scan and kernels/fill. Inputs these kernels do
+// tril/triu, the scans (cumsum, cumprod, logcumsumexp, cummax/cummin) and arange, on core's
+// kernels/index, kernels/reduce/scan and kernels/fill. Inputs these kernels do
 // not cover take the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
@@ -199,21 +199,27 @@ void run_scan(kernels::ScanOp op, const at::Tensor& self, int64_t dim, at::Tenso
     if (indices != nullptr && !idx.is_same(*indices)) indices->copy_(idx);
 }
 
-at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-    c10::ScalarType rt = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
-    if (!plain_dtype(self.scalar_type()) || out.scalar_type() != rt) {
-        return cpu<ATEN_OP2(cumsum, out)>(self, dim, dtype, out);
+#define EMBER_CUM(name, kOp)                                                                        \
+    at::Tensor& name##_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype,  \
+                           at::Tensor& out) {                                                           \
+        c10::ScalarType rt =                                                                            \
+            dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()); \
+        if (!plain_dtype(self.scalar_type()) || out.scalar_type() != rt) {                              \
+            return cpu<ATEN_OP2(name, out)>(self, dim, dtype, out);                                     \
+        }                                                                                               \
+        resize_out(out, self.sizes());                                                                  \
+        run_scan(kOp, self, dim, out, nullptr);                                                         \
+        return out;                                                                                     \
+    }                                                                                                   \
+    at::Tensor name(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {        \
+        c10::ScalarType rt =                                                                            \
+            dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()); \
+        at::Tensor out = at::empty({0}, self.options().dtype(rt));                                      \
+        return name##_out(self, dim, dtype, out);                                                       \
     }
-    resize_out(out, self.sizes());
-    run_scan(kernels::ScanOp::kSum, self, dim, out, nullptr);
-    return out;
-}
-
-at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-    c10::ScalarType rt = dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
-    at::Tensor out = at::empty({0}, self.options().dtype(rt));
-    return cumsum_out(self, dim, dtype, out);
-}
+EMBER_CUM(cumsum, kernels::ScanOp::kSum)
+EMBER_CUM(cumprod, kernels::ScanOp::kProd)
+#undef EMBER_CUM
 
 // cummax/cummin's backend step: values and indices already have self's shape (cummax_out sized
 // them and took the 0-dim and empty cases).
@@ -378,6 +384,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("triu_", triu__fn);
     m.impl("cumsum", cumsum);
     m.impl("cumsum.out", cumsum_out);
+    m.impl("cumprod", cumprod);
+    m.impl("cumprod.out", cumprod_out);
     m.impl("_cummax_helper", _cummax_helper);
     m.impl("_cummin_helper", _cummin_helper);
     m.impl("_logcumsumexp", logcumsumexp);

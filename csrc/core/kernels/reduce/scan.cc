@@ -40,6 +40,18 @@ void scan_line(ScanOp op, const TensorView& out, const TensorView& indices, cons
             for (int64_t i = 0; i < n; ++i) store(i, acc += load(i));
             break;
         }
+        case ScanOp::kProd: {
+            Acc acc = 1;
+            for (int64_t i = 0; i < n; ++i) {
+                if constexpr (std::is_integral_v<Acc>) {
+                    acc = static_cast<Acc>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(load(i)));
+                } else {
+                    acc *= load(i);
+                }
+                store(i, acc);
+            }
+            break;
+        }
         case ScanOp::kLogSumExp: {
             if constexpr (std::is_floating_point_v<Acc>) {
                 Acc acc = -std::numeric_limits<Acc>::infinity();
@@ -75,7 +87,7 @@ void scan_line(ScanOp op, const TensorView& out, const TensorView& indices, cons
 }  // namespace
 
 const char* op_name(ScanOp op) {
-    static const char* names[] = {"cumsum", "logcumsumexp", "cummax", "cummin"};
+    static const char* names[] = {"cumsum", "logcumsumexp", "cummax", "cummin", "cumprod"};
     return names[static_cast<int>(op)];
 }
 
