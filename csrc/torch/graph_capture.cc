@@ -60,14 +60,19 @@ void GraphCapture::capture_begin(int device) {
     stream_ = &s;
 }
 
-void GraphCapture::capture_end() {
-    if (stream_ == nullptr) raise_status(refused("capture_end() without capture_begin()"));
+Status GraphCapture::stop_capturing() {
     runtime::Device& d = runtime::device(device_);
     Status st = stream_->end_capture();
     d.allocator().end_graph();
     d.set_capture_stream(nullptr);
     g_captures.fetch_sub(1, std::memory_order_acq_rel);
     stream_ = nullptr;
+    return st;
+}
+
+void GraphCapture::capture_end() {
+    if (stream_ == nullptr) raise_status(refused("capture_end() without capture_begin()"));
+    Status st = stop_capturing();
     if (!st.ok()) {
         release();
         raise_status(st);
@@ -85,14 +90,7 @@ void GraphCapture::replay() {
 }
 
 void GraphCapture::reset() {
-    if (stream_ != nullptr) {  // abandoned mid-capture (an exception in the captured code)
-        runtime::Device& d = runtime::device(device_);
-        (void)stream_->end_capture();
-        d.allocator().end_graph();
-        d.set_capture_stream(nullptr);
-        g_captures.fetch_sub(1, std::memory_order_acq_rel);
-        stream_ = nullptr;
-    }
+    if (stream_ != nullptr) (void)stop_capturing();  // abandoned mid-capture (an exception in it)
     release();
 }
 

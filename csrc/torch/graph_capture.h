@@ -31,6 +31,7 @@ class GraphCapture {
     bool capturing() const { return stream_ != nullptr; }
 
   private:
+    Status stop_capturing();  // ends the capture on the stream, the allocator and the device
     void release();
     int device_ = -1;
     std::unique_ptr<runtime::Graph> graph_;

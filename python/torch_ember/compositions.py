@@ -8,8 +8,6 @@ would; the caller then takes the visible CPU fallback.
 """
 import torch
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
 def _replication_pad_backward(grad, self, padding):
     """The adjoint of edge padding: each padded position's gradient goes back to the edge cell it
     copied, dim by dim from the last (padding lists (left, right) pairs from the last dim)."""
@@ -318,7 +316,7 @@ def _nan_ignoring(pick):
     """fmax / fmin: the other value where one is NaN, else maximum / minimum (PyTorch's prims
     forms call the op itself again)."""
     def run(a, b, *, out=None):
-        if not isinstance(b, torch.Tensor) or a.dtype != b.dtype and torch.result_type(a, b) not in _FLOATS:
+        if not isinstance(b, torch.Tensor):
             return NotImplemented
         return torch.where(torch.isnan(b), a, torch.where(torch.isnan(a), b, pick(a, b)))
     return run

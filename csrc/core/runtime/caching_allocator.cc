@@ -265,7 +265,7 @@ void CachingAllocator::release_block(Block* b) {
         if (pool_of(n).count(n) == 0) continue;  // pending
         pool_erase(n);
         uint64_t fence = std::max(n->free_fence, b->free_fence);
-        const int64_t graph = b->graph != 0 ? b->graph : n->graph;  // written by a capture: its
+        const int64_t graph = b->graph != 0 ? b->graph : n->graph;  // any part a capture wrote keeps it
         if (n == b->prev) {
             n->graph = graph;
             n->free_fence = fence;

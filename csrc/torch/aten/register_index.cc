@@ -199,12 +199,15 @@ void run_scan(kernels::ScanOp op, const at::Tensor& self, int64_t dim, at::Tenso
     if (indices != nullptr && !idx.is_same(*indices)) indices->copy_(idx);
 }
 
+// cumsum's and cumprod's result type: the requested one, else int64 for integers and bool.
+c10::ScalarType cum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+    return dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type());
+}
+
 #define EMBER_CUM(name, kOp)                                                                        \
     at::Tensor& name##_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype,  \
                            at::Tensor& out) {                                                           \
-        c10::ScalarType rt =                                                                            \
-            dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()); \
-        if (!plain_dtype(self.scalar_type()) || out.scalar_type() != rt) {                              \
+        if (!plain_dtype(self.scalar_type()) || out.scalar_type() != cum_dtype(self, dtype)) {          \
             return cpu<ATEN_OP2(name, out)>(self, dim, dtype, out);                                     \
         }                                                                                               \
         resize_out(out, self.sizes());                                                                  \
@@ -212,9 +215,7 @@ void run_scan(kernels::ScanOp op, const at::Tensor& self, int64_t dim, at::Tenso
         return out;                                                                                     \
     }                                                                                                   \
     at::Tensor name(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {        \
-        c10::ScalarType rt =                                                                            \
-            dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type()); \
-        at::Tensor out = at::empty({0}, self.options().dtype(rt));                                      \
+        at::Tensor out = at::empty({0}, self.options().dtype(cum_dtype(self, dtype)));                  \
         return name##_out(self, dim, dtype, out);                                                       \
     }
 EMBER_CUM(cumsum, kernels::ScanOp::kSum)

@@ -37,9 +37,6 @@ inline uint32_t draw(const PhiloxState& rng, uint64_t k) {
     return out[k % 4];
 }
 
-// Uniform in [0, 1) with 24 random bits (float) — the same resolution PyTorch uses for float.
-inline double unit(uint32_t x) { return static_cast<double>(x >> 8) * (1.0 / 16777216.0); }
-
 // Uniform in [0, 1) with as many random bits as `t` has significand digits (8 for bfloat16, 11
 // for float16, 24 otherwise), as PyTorch's uniform_real does: every value is exact in `t`, so
 // none rounds up to 1 (which would make rand() return 1.0, bernoulli(1) return 0 and
@@ -50,6 +47,8 @@ inline int unit_digits(DType t) {
 inline double unit(uint32_t x, int digits) {
     return static_cast<double>(x >> (32 - digits)) * std::ldexp(1.0, -digits);
 }
+// Uniform in [0, 1) with 24 random bits (float) — the same resolution PyTorch uses for float.
+inline double unit(uint32_t x) { return unit(x, 24); }
 
 // value_of(i) returns a double or an int64; it is converted to the element type with PyTorch's rules.
 template <typename F>
