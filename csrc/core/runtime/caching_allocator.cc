@@ -232,6 +232,11 @@ void CachingAllocator::end_graph() {
     }
     for (Block* b : owned) {
         pool_erase(b);
+        // Active again (the graph's memory) until release_graph retires it a second time.
+        for_pool(b->is_small, [&](int i) {
+            stats_.active[i].add(1);
+            stats_.active_bytes[i].add(static_cast<int64_t>(b->size));
+        });
         held_[graph].push_back(b);
     }
 }

@@ -67,6 +67,7 @@ TEST(Graph, BlocksAllocatedDuringCaptureAreHeldUntilTheGraphIsReleased) {
     alloc.release_graph(g.id());
     alloc.empty_cache();
     EXPECT_EQ(alloc.stats().reserved_bytes[kAllPools].current, 0) << "release_graph gives the blocks back";
+    EXPECT_EQ(alloc.stats().active_bytes[kAllPools].current, 0) << "each block counted inactive once";
 }
 
 TEST(Graph, ARemainderSplitOffAGraphBlockStaysTheGraphs) {
