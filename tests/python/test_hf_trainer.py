@@ -19,11 +19,11 @@ def _fresh_accelerate_state():
     AcceleratorState._reset_state(reset_partial_state=True)
 
 
-def _tiny_llama():
+def _tiny_llama(**kw):
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      tie_word_embeddings=True)
+                      tie_word_embeddings=True, **kw)
     return LlamaForCausalLM(cfg)
 
 
@@ -86,18 +86,20 @@ def test_trainer_mixed_precision_with_gradient_checkpointing(tmp_path, precision
     assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())  # fused AdamW + scaler native
 
 
-def test_trainer_save_and_resume_continues_the_same_run(tmp_path):
-    full_model = _tiny_llama()
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_trainer_save_and_resume_continues_the_same_run(tmp_path, dropout):
+    # With dropout, the resumed run draws the same masks only if the checkpoint kept ember's RNG.
+    full_model = _tiny_llama(attention_dropout=dropout)
     full = Trainer(model=full_model, args=_args(tmp_path / "full", max_steps=6), train_dataset=_Data())
     full.train()
     AcceleratorState._reset_state(reset_partial_state=True)
 
     out = tmp_path / "resumed"
-    first = Trainer(model=_tiny_llama(), args=_args(out, max_steps=6, save_strategy="steps", save_steps=3),
-                    train_dataset=_Data())
+    first = Trainer(model=_tiny_llama(attention_dropout=dropout),
+                    args=_args(out, max_steps=6, save_strategy="steps", save_steps=3), train_dataset=_Data())
     first.train()
     AcceleratorState._reset_state(reset_partial_state=True)
-    model = _tiny_llama()
+    model = _tiny_llama(attention_dropout=dropout)
     resumed = Trainer(model=model, args=_args(out, max_steps=6, save_strategy="no"), train_dataset=_Data())
     resumed.train(resume_from_checkpoint=str(out / "checkpoint-3"))
     assert resumed.state.global_step == 6
@@ -132,6 +134,17 @@ def test_accelerate_documented_order(mixed_precision):
     assert all(d == expected for d in seen), seen
     assert all(p.device.type == "ember" for p in model.parameters())
     assert any(not torch.equal(p.detach().cpu(), b) for p, b in zip(model.parameters(), before))
+
+
+def test_accelerate_save_and_load_state_keep_embers_rng(tmp_path):
+    accelerator = Accelerator()
+    torch.ember.manual_seed(3)
+    torch.rand(5, device="ember")
+    accelerator.save_state(str(tmp_path))
+    after_save = torch.rand(5, device="ember").cpu()
+    torch.ember.manual_seed(99)
+    accelerator.load_state(str(tmp_path))
+    torch.testing.assert_close(torch.rand(5, device="ember").cpu(), after_save, rtol=0, atol=0)
 
 
 def test_accelerate_cpu_flag_still_means_cpu():

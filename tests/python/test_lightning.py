@@ -89,3 +89,42 @@ def test_checkpoint_and_resume_matches_cpu(tmp_path):
     ref = _fit_save_resume(tmp_path / "cpu", "cpu")
     for p, q in zip(resumed.parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("accelerator", ["auto", "gpu"])
+def test_auto_and_gpu_choose_ember(tmp_path, accelerator):
+    model = TinyLM()
+    trainer = L.Trainer(accelerator=accelerator, max_steps=2, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False, default_root_dir=str(tmp_path))
+    assert trainer.num_devices == 1  # devices="auto": one virtual device, no data parallelism
+    trainer.fit(model, _data())
+    assert trainer.strategy.root_device.type == "ember"
+    assert {s[0] for s in model.seen} == {"ember"}
+
+
+def test_standalone_pytorch_lightning_package(tmp_path):
+    pl = pytest.importorskip("pytorch_lightning", reason="installed with lightning")
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(16, 4)
+            self.devices = set()
+
+        def training_step(self, batch, _):
+            x, y = batch
+            self.devices.add(x.device.type)
+            with torch.no_grad():
+                assert torch.is_autocast_enabled("ember")
+            return torch.nn.functional.cross_entropy(self.net(x).float(), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    for accelerator in ("ember", "auto"):
+        model = Tiny()
+        trainer = pl.Trainer(accelerator=accelerator, max_steps=2, precision="bf16-mixed", logger=False,
+                             enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+                             default_root_dir=str(tmp_path))
+        trainer.fit(model, _data())
+        assert trainer.strategy.root_device.type == "ember" and model.devices == {"ember"}

@@ -1,11 +1,15 @@
 """Lightning: `L.Trainer(accelerator="ember", precision="bf16-mixed" | "16-mixed")`.
 
+`accelerator="auto"` (the default) and `"gpu"` choose ember when Lightning finds no TPU, MPS or
+CUDA device, as they would choose CUDA.
+
 Registers an `EmberAccelerator` under the name "ember" and corrects two choices the accelerator
 connector makes from hard-coded device names: a single-device strategy is placed on the root
 device only for cuda/gpu/mps (anything else lands on the CPU), and mixed precision autocasts
 for "cuda" unless the accelerator is cpu or mps (so ember ops would silently run in float32).
 """
 import functools
+import importlib
 from typing import Any
 
 import torch
@@ -26,7 +30,7 @@ def _parse(devices: Any) -> list:
 
 
 def register_accelerator(module) -> None:
-    from lightning.pytorch.accelerators import Accelerator
+    Accelerator = module.Accelerator
 
     class EmberAccelerator(Accelerator):
         """Lightning's accelerator for ember devices."""
@@ -55,7 +59,9 @@ def register_accelerator(module) -> None:
 
         @staticmethod
         def auto_device_count() -> int:
-            return torch.ember.device_count()
+            # `devices="auto"` means one device: ember's virtual devices share the host's cores,
+            # so data parallelism across them gains nothing, and Lightning's DDP assumes CUDA.
+            return 1
 
         @staticmethod
         def is_available() -> bool:
@@ -83,8 +89,10 @@ def _is_ember(connector) -> bool:
 
 
 def patch_connector(module) -> None:
-    from lightning.pytorch.plugins.precision import MixedPrecision
-    from lightning.pytorch.strategies import SingleDeviceStrategy
+    # The same code ships as `lightning.pytorch` and as the standalone `pytorch_lightning`.
+    root = module.__name__.rsplit(".trainer.", 1)[0]
+    MixedPrecision = importlib.import_module(f"{root}.plugins.precision").MixedPrecision
+    SingleDeviceStrategy = importlib.import_module(f"{root}.strategies").SingleDeviceStrategy
 
     cls = module._AcceleratorConnector
     choose_strategy, init_precision = cls._choose_strategy, cls._check_and_init_precision
@@ -105,3 +113,26 @@ def patch_connector(module) -> None:
 
     cls._choose_strategy = _choose_strategy
     cls._check_and_init_precision = _check_and_init_precision
+    _prefer_ember_for_auto(cls)
+
+
+def _prefer_ember_for_auto(cls) -> None:
+    """`accelerator="auto"` and `"gpu"` choose ember where Lightning finds no device of its own."""
+    choose_auto, choose_gpu = cls._choose_auto_accelerator, cls._choose_gpu_accelerator_backend
+
+    @functools.wraps(choose_auto)
+    def _choose_auto_accelerator(*args) -> str:
+        chosen = choose_auto(*args)
+        return "ember" if chosen == "cpu" and torch.ember.is_available() else chosen
+
+    @functools.wraps(choose_gpu)
+    def _choose_gpu_accelerator_backend(*args) -> str:
+        try:
+            return choose_gpu(*args)
+        except Exception:
+            if torch.ember.is_available():
+                return "ember"
+            raise
+
+    cls._choose_auto_accelerator = staticmethod(_choose_auto_accelerator)
+    cls._choose_gpu_accelerator_backend = staticmethod(_choose_gpu_accelerator_backend)
