@@ -128,3 +128,33 @@ def test_standalone_pytorch_lightning_package(tmp_path):
                              default_root_dir=str(tmp_path))
         trainer.fit(model, _data())
         assert trainer.strategy.root_device.type == "ember" and model.devices == {"ember"}
+
+
+@pytest.mark.parametrize("accelerator,precision,dtype", [("ember", "32-true", torch.float32),
+                                                         ("auto", "bf16-mixed", torch.bfloat16),
+                                                         ("ember", "16-mixed", torch.float16)])
+def test_fabric_on_ember(accelerator, precision, dtype):
+    fabric = L.Fabric(accelerator=accelerator, devices=1, precision=precision)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    ref = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    ref.load_state_dict(model.state_dict())
+    seen = []
+    model[2].register_forward_hook(lambda m, i, o: seen.append((o.device.type, o.dtype)))
+    opt, ref_opt = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(ref.parameters(), lr=0.1)
+    model, opt = fabric.setup(model, opt)
+    assert fabric.device.type == "ember"
+    for x, y in fabric.setup_dataloaders(_data()):
+        loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+        fabric.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            ref_loss = torch.nn.functional.cross_entropy(ref(x.cpu()).float(), y.cpu())
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    assert set(seen) == {("ember", dtype)}
+    tol = dict(rtol=1e-4, atol=1e-5) if precision == "32-true" else dict(rtol=0.05, atol=0.02)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), **tol)

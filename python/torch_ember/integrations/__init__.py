@@ -39,6 +39,8 @@ _PATCHES = {
     "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
     "pytorch_lightning.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
     "pytorch_lightning.accelerators": ("_lightning", "register_accelerator"),
+    "lightning.fabric.connector": ("_lightning", "patch_fabric_connector"),
+    "lightning.fabric.accelerators": ("_lightning", "register_accelerator"),
     "torch.nn.attention.flex_attention": ("_flex_attention", "patch_flex_attention"),
     "torch.nn.modules.transformer": ("_transformer", "patch_encoder"),
     "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),

@@ -1,4 +1,5 @@
-"""Lightning: `L.Trainer(accelerator="ember", precision="bf16-mixed" | "16-mixed")`.
+"""Lightning: `L.Trainer(accelerator="ember", precision="bf16-mixed" | "16-mixed")`, and the same
+for `L.Fabric` and for the standalone `pytorch_lightning` package.
 
 `accelerator="auto"` (the default) and `"gpu"` choose ember when Lightning finds no TPU, MPS or
 CUDA device, as they would choose CUDA.
@@ -29,9 +30,7 @@ def _parse(devices: Any) -> list:
     return [int(d) for d in devices]
 
 
-def register_accelerator(module) -> None:
-    Accelerator = module.Accelerator
-
+def _accelerator_class(Accelerator) -> type:
     class EmberAccelerator(Accelerator):
         """Lightning's accelerator for ember devices."""
 
@@ -78,9 +77,16 @@ def register_accelerator(module) -> None:
         def register_accelerators(cls, registry) -> None:
             registry.register(cls.name(), cls, description=cls.__name__)
 
-    if "ember" not in module.AcceleratorRegistry:
-        EmberAccelerator.register_accelerators(module.AcceleratorRegistry)
-    module.EmberAccelerator = EmberAccelerator
+    return EmberAccelerator
+
+
+def register_accelerator(module) -> None:
+    """lightning.pytorch.accelerators (or pytorch_lightning's, or lightning.fabric's)."""
+    registry = module.AcceleratorRegistry if hasattr(module, "AcceleratorRegistry") else module.ACCELERATOR_REGISTRY
+    cls = _accelerator_class(module.Accelerator)
+    if "ember" not in registry:
+        cls.register_accelerators(registry)
+    module.EmberAccelerator = cls
 
 
 def _is_ember(connector) -> bool:
@@ -89,12 +95,20 @@ def _is_ember(connector) -> bool:
 
 
 def patch_connector(module) -> None:
+    """The Trainer's `_AcceleratorConnector` (lightning.pytorch or pytorch_lightning)."""
     # The same code ships as `lightning.pytorch` and as the standalone `pytorch_lightning`.
     root = module.__name__.rsplit(".trainer.", 1)[0]
+    _patch(module._AcceleratorConnector, root, "_precision_flag", "_precision_plugin_flag")
+
+
+def patch_fabric_connector(module) -> None:
+    """Fabric's `_Connector` (lightning.fabric)."""
+    _patch(module._Connector, module.__name__.rsplit(".", 1)[0], "_precision_input", "_precision_instance")
+
+
+def _patch(cls, root: str, precision_attr: str, plugin_attr: str) -> None:
     MixedPrecision = importlib.import_module(f"{root}.plugins.precision").MixedPrecision
     SingleDeviceStrategy = importlib.import_module(f"{root}.strategies").SingleDeviceStrategy
-
-    cls = module._AcceleratorConnector
     choose_strategy, init_precision = cls._choose_strategy, cls._check_and_init_precision
 
     @functools.wraps(choose_strategy)
@@ -105,10 +119,10 @@ def patch_connector(module) -> None:
 
     @functools.wraps(init_precision)
     def _check_and_init_precision(self):
-        if _is_ember(self) and self._precision_plugin_flag is None and \
-                self._precision_flag in ("16-mixed", "bf16-mixed"):
-            scaler = torch.amp.GradScaler("ember") if self._precision_flag == "16-mixed" else None
-            return MixedPrecision(self._precision_flag, "ember", scaler)
+        precision = getattr(self, precision_attr)
+        if _is_ember(self) and getattr(self, plugin_attr) is None and precision in ("16-mixed", "bf16-mixed"):
+            scaler = torch.amp.GradScaler("ember") if precision == "16-mixed" else None
+            return MixedPrecision(precision, "ember", scaler)
         return init_precision(self)
 
     cls._choose_strategy = _choose_strategy
