@@ -374,6 +374,45 @@ def test_ops_with_eager_kernels_compile_as_library_steps():
     assert [op for op, _ in rec["library_ops"]] == ["aten.cumsum.default"] and not rec["eager_ops"]
 
 
+def test_views_after_a_piece_see_the_layout_they_were_traced_with():
+    # repeat splits the graph; the piece computing q wrote it contiguous where it was traced
+    # transposed, attention's output followed that layout, and the traced view of it failed.
+    def f(x, k, v, idx):
+        q = x.view(2, 12, 4, 8).transpose(1, 2) * 2.0
+        o = F.scaled_dot_product_attention(q, k.repeat(1, 2, 1, 1), v)
+        return o.transpose(1, 2).view(2, 12, 2, -1).view(-1, 16)[idx] * o.sum()
+
+    g = torch.Generator().manual_seed(0)
+    x, k, v = (torch.randn(*s, generator=g) for s in ((2, 12, 32), (2, 2, 12, 8), (2, 4, 12, 8)))
+    idx = torch.randperm(48, generator=g)
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    ref, out = f(xc, k, v, idx), _compile(f)(xe, k.to("ember"), v.to("ember"), idx.to("ember"))
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-4)
+    ref.sum().backward()
+    out.sum().backward()
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=1e-4, atol=2e-4)
+
+
+def test_a_library_step_that_falls_back_for_its_arguments_is_reported():
+    # kthvalue has a composed eager path that hands these arguments to the CPU: only running the
+    # step shows it. The graph runs (results are right) but says so at its first call.
+    def f(x):
+        return x.kthvalue(2, 1)[0] * 2
+
+    x = torch.randn(4, 6, device="ember")
+    g = _compile(f)
+    with pytest.warns(RuntimeWarning, match=r"ran 1 op\(s\) on the CPU: aten\.kthvalue"):
+        out = g(x)
+    torch.testing.assert_close(out.cpu(), f(x.cpu()))
+    (rec,) = torch_ember.compile_stats()
+    ((op, src),) = rec["eager_ops"]
+    assert op.startswith("aten.kthvalue") and src.endswith(f"test_compile.py:{f.__code__.co_firstlineno + 1}")
+    assert any(k.startswith("aten.kthvalue") for k in torch_ember.fallback_report().compiled_eager_ops)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(g(x).cpu(), f(x.cpu()))  # reported once, at the first call
+
+
 def test_scans_compile_forward_and_backward():
     # logcumsumexp, cummax and cummin have eager kernels, so they compile strictly (and their
     # backwards, which flip and scatter_add, too).

@@ -18,7 +18,8 @@ from torch_ember.sweep import tiny_hf  # noqa: E402
 
 HF = [("llama", "causal"), ("mistral", "causal"), ("qwen2", "causal"), ("qwen3", "causal"), ("gemma", "causal"),
       ("phi", "causal"), ("gpt2", "causal"), ("gpt_neox", "causal"), ("stablelm", "causal"), ("opt", "causal"),
-      ("falcon", "causal"), ("bloom", "causal"), ("bert", "masked"), ("roberta", "masked"), ("t5", "seq2seq")]
+      ("falcon", "causal"), ("bloom", "causal"), ("bert", "masked"), ("roberta", "masked"), ("t5", "seq2seq"),
+      ("jetmoe", "causal")]
 
 
 @pytest.fixture(autouse=True)
@@ -55,6 +56,19 @@ def _check_parity(model, make_batch, rtol=1e-4, atol=1e-5):
 def test_hf_architecture_compiles_strictly(model_type, task):
     model = tiny_hf.build(model_type, task)
     _check_parity(model, lambda d: tiny_hf.inputs(task, d))
+
+
+def test_levit_compiles_strictly():
+    # LeViT's attention returns one executable output for two traced nodes with different
+    # layouts; views replayed on it must see each node's own layout.
+    from transformers import LevitConfig, LevitForImageClassification
+    torch.manual_seed(0)
+    cfg = LevitConfig(image_size=32, hidden_sizes=[16, 32, 48], num_attention_heads=[1, 2, 3], depths=[1, 1, 1],
+                      key_dim=[8, 8, 8], patch_size=16, num_labels=3)
+    model = LevitForImageClassification(cfg).eval()
+    g = torch.Generator().manual_seed(1)
+    pixels, labels = torch.randn(2, 3, 32, 32, generator=g), torch.tensor([0, 2])
+    _check_parity(model, lambda d: {"pixel_values": pixels.to(d), "labels": labels.to(d)})
 
 
 # --- research edits of a plain GPT -----------------------------------------------------------

@@ -18,7 +18,7 @@ from . import settings
 from .errors import CompileError
 from .fx_to_ir import op_name, translate
 from .source import node_source
-from .runner import CompiledGraph
+from .runner import CompiledGraph, _same_layout
 from .stats import CompileRecord
 
 log = logging.getLogger("torch_ember.compile")
@@ -95,6 +95,56 @@ def _check_steps(steps, rec: CompileRecord, fallback, name: str):
         fallback_count.note(eager)
 
 
+class _FirstCallFallbacks:
+    """A graph with library steps, watched at its first call for CPU fallbacks inside them.
+
+    A library step runs the op's eager kernel, and some eager kernels hand particular arguments
+    to the CPU (kthvalue, an N-d searchsorted, a complex sum, indices split by a slice): only
+    running it shows that. The results are right, so the graph keeps running, but not silently:
+    the first call warns, naming the ops, and they join the graph's `eager_ops` in
+    compile_stats() and the compiled-mode part of fallback_report()."""
+
+    def __init__(self, fn, rec: CompileRecord):
+        self.fn, self.rec, self.checked = fn, rec, False
+
+    def __call__(self, *args):
+        if self.checked:
+            return self.fn(*args)
+        before = _fallback_calls()
+        out = self.fn(*args)
+        self.checked = True
+        ops = sorted(op for op, n in _fallback_calls().items() if n > before.get(op, 0))
+        if ops:
+            found = [self._located(op) for op in ops]
+            self.rec.eager_ops = self.rec.eager_ops + found
+            from . import fallback_count
+            fallback_count.note(found)
+            listing = "; ".join(f"{op} (in the step at {src or '<unknown>'})" for op, src in found)
+            warnings.warn(f"ember compiled graph {self.rec.name} ran {len(found)} op(s) on the CPU: {listing}. "
+                          "Their eager ember kernels have no path for these arguments or dtypes; the results "
+                          "are right, the data went to the host and back.", RuntimeWarning, stacklevel=2)
+        return out
+
+    def _located(self, op: str):
+        # The fallback names an overload ("aten::kthvalue.values"), maybe one a composite
+        # calls; the step that led to it has the source line.
+        base = op.removeprefix("aten::").split(".")[0]
+        for step, src in self.rec.library_ops:
+            if step.removeprefix("aten.").split(".")[0] == base:
+                return op.replace("::", "."), src
+        only = self.rec.library_ops[0][1] if len(self.rec.library_ops) == 1 else None
+        return op.replace("::", "."), only
+
+
+def _fallback_calls() -> dict:
+    return {rec[0]: rec[1] for rec in _C._fallback_records()}
+
+
+def watched(fn, rec: CompileRecord):
+    """`fn`, watched at its first call when it has library steps (_FirstCallFallbacks)."""
+    return _FirstCallFallbacks(fn, rec) if rec.library_ops else fn
+
+
 def compile_data_dependent(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None):
     """A graph whose sizes depend on tensor values (nonzero, masked_select, unique feed later
     ops): static plans cannot be made for it, so every op runs as a library step, in order."""
@@ -110,7 +160,34 @@ def compile_data_dependent(gm: torch.fx.GraphModule, name: str, rec: CompileReco
              and n.target is not operator.getitem and n.target not in VIEW_OPS]
     _check_steps(steps, rec, fallback, name)
     rec.recompile_reason = rec.recompile_reason or "sizes depend on tensor values: ops run as library steps"
-    return gm
+    return watched(gm, rec)
+
+
+def _in_traced_strides(fn, sub: torch.fx.GraphModule):
+    """A piece whose results come back in the strides they were traced with.
+
+    Executables write contiguous results. The split graph around a piece replays traced views
+    and library steps on its results, and a view traced on a transposed result (attention's
+    output after `q.transpose(1, 2) * 2`, say) does not apply to a contiguous one. Results traced
+    with other strides (those, and inputs passed through in other strides) are copied into the
+    traced strides; otherwise a call costs a stride check per result."""
+    (out_node,) = [n for n in sub.graph.nodes if n.op == "output"]
+    outs = out_node.args[0]
+    single = not isinstance(outs, (list, tuple))
+    vals = [o.meta.get("val") if isinstance(o, torch.fx.Node) else None for o in ([outs] if single else outs)]
+    traced = [(i, tuple(v.stride())) for i, v in enumerate(vals)
+              if isinstance(v, torch.Tensor) and all(isinstance(s, int) for s in v.stride())]
+
+    def run(*args):
+        res = fn(*args)
+        items = [res] if single else list(res)
+        for i, strides in traced:
+            t = items[i]
+            if isinstance(t, torch.Tensor) and not _same_layout(t, strides):
+                items[i] = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
+        return items[0] if single else type(res)(items)
+
+    return run
 
 
 def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallback=None, depth: int = 0):
@@ -131,13 +208,13 @@ def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallb
         _check_steps(steps, rec, fallback, name)
         rec.library_ops, rec.eager_ops = before[0] + rec.library_ops, before[1] + rec.eager_ops
     if split is None:  # everything translated: no Python between pieces
-        return _whole(gm, name, rec, tr)
+        return watched(_whole(gm, name, rec, tr), rec) if depth == 0 else _whole(gm, name, rec, tr)
     for i, sub_name in enumerate(pieces):
         sub = getattr(split, sub_name)
         piece_name = f"{name}_p{i}"
         # A piece is compiled like a graph of its own: a node that a constant made lowerable in the
         # whole graph (folded there) may have become a piece input, and is split out again.
-        fn = compile_graph(sub, piece_name, rec, fallback, depth + 1)
+        fn = _in_traced_strides(compile_graph(sub, piece_name, rec, fallback, depth + 1), sub)
         delattr(split, sub_name)
         setattr(split, sub_name, fn)
-    return split
+    return watched(split, rec) if depth == 0 else split

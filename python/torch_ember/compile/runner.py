@@ -155,9 +155,11 @@ class CompiledGraph:
             return r[1]
         base = self._result(r[1], args, outs)
         strides = r[3] if len(r) > 3 else None
-        if strides is not None and r[1][0] == "arg" and not _same_layout(base, strides):
+        if strides is not None and r[1][0] in ("arg", "exe") and not _same_layout(base, strides):
             # A graph input that arrives with other strides than it was traced with (a backward
-            # graph's incoming gradient, say): the traced views may not apply to its layout, so
+            # graph's incoming gradient, say), or an executable output that stands for two traced
+            # nodes with different layouts (a value and its clone in another memory format; _run
+            # restrided it for one of them): the traced views may not apply to its layout, so
             # they are taken of a copy in the traced layout, as reshape would.
             base = torch.empty_strided(base.shape, strides, dtype=base.dtype, device=base.device).copy_(base)
         for target, vargs, vkwargs in r[2]:
