@@ -278,3 +278,56 @@ def test_cumprod_is_native(dtype, native_only):
     torch.cumprod(a, 1).sin().sum().backward()
     torch.cumprod(b, 1).sin().sum().backward()
     torch.testing.assert_close(b.grad.cpu(), a.grad)
+
+
+def test_separated_and_cpu_index_tensors_run_natively(native_only):
+    # x[i, :, j] puts the broadcast index dims first (Longformer's global attention); CPU index
+    # tensors into an ember tensor are moved to the device, as CUDA does (BEiT's position bias).
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, 5, 6, generator=g)
+    i0, i1 = torch.tensor([[0], [2], [-1]]), torch.tensor([1, 4, -2, 0])
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    for pick in (lambda t, a, b: t[a, :, b], lambda t, a, b: t[:, a[:, 0], :, b[:3]], lambda t, a, b: t[a, :, :, b]):
+        ref, got = pick(xc, i0, i1 % 5), pick(xe, i0.to("ember"), (i1 % 5).to("ember"))
+        torch.testing.assert_close(got.cpu(), ref)
+        ref.square().sum().backward()
+        got.square().sum().backward()
+        torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+    a, b = x.clone(), x.to("ember")
+    vals = torch.randn(3, 4, 4, 6, generator=g)
+    a[i0, :, i1 % 5] = vals
+    b[i0.to("ember"), :, (i1 % 5).to("ember")] = vals.to("ember")
+    torch.testing.assert_close(b.cpu(), a)
+    r, c = torch.tensor([0, 0, 1]), torch.tensor([2, 2, 3])
+    put = torch.ops.aten.index_put_  # the Python method takes no None (a slice) among the indices
+    put(a, [r, None, c], torch.ones(3, 4, 6), True)  # the repeated (0, :, 2) adds twice
+    put(b, [r.to("ember"), None, c.to("ember")], torch.ones(3, 4, 6, device="ember"), True)
+    torch.testing.assert_close(b.cpu(), a)
+    t = torch.randn(10, 4, generator=g)
+    tc, te = t.clone().requires_grad_(), t.to("ember").requires_grad_()
+    cpu_idx = torch.tensor([1, 2, 3, 3])
+    ref, got = tc[cpu_idx], te[cpu_idx]
+    assert got.device.type == "ember"
+    torch.testing.assert_close(got.cpu(), ref.detach())
+    ref.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(te.grad.cpu(), tc.grad)
+    te2 = t.to("ember")
+    te2[cpu_idx] = 0.5
+    t2 = t.clone()
+    t2[cpu_idx] = 0.5
+    torch.testing.assert_close(te2.cpu(), t2)
+
+
+def test_any_all_over_nothing_and_empty_index_puts(native_only):
+    e = torch.zeros(0, 2, dtype=torch.bool)
+    for dims in ((0,), (0, 1), None):
+        for op in (torch.any, torch.all):
+            kw = {} if dims is None else {"dim": dims}
+            torch.testing.assert_close(op(e.to("ember"), **kw).cpu(), op(e, **kw))
+    torch.testing.assert_close(torch.zeros(2, 0, dtype=torch.uint8, device="ember").all(dim=1).cpu(),
+                               torch.zeros(2, 0, dtype=torch.uint8).all(dim=1))
+    t = torch.zeros(4, 3, device="ember")
+    empty = torch.zeros(0, dtype=torch.long, device="ember")
+    t[empty, empty] = 1.0
+    assert not t.cpu().any()

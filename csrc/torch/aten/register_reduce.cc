@@ -335,9 +335,12 @@ c10::ScalarType logical_dtype(const at::Tensor& self) {
 
 #define EMBER_LOGICAL(name, kOp)                                                                    \
     at::Tensor name##_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {     \
-        if (!reducible(self)) return cpu<ATEN_OP2(name, dims)>(self, dim, keepdim);                 \
+        const bool empty = self.numel() == 0 && !self.is_complex();                                 \
+        if (!reducible(self) && !empty) return cpu<ATEN_OP2(name, dims)>(self, dim, keepdim);       \
         Plan p = make_plan(self, dim, keepdim);                                                     \
         at::Tensor out = at::empty(p.out_shape, self.options().dtype(logical_dtype(self)));         \
+        /* over nothing: any is false, all is true (index_put_ with empty indices asks) */          \
+        if (empty) return out.fill_(kOp == ReduceOp::kAll ? 1 : 0);                                 \
         queue_reduce(kOp, self, p, out);                                                            \
         return out;                                                                                 \
     }                                                                                               \

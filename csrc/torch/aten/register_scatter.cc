@@ -249,12 +249,55 @@ bool one_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>
     return true;
 }
 
-at::Tensor& index_out(const at::Tensor& self_in, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+using IndexList = c10::List<std::optional<at::Tensor>>;
+
+// Two rewrites that bring more indexing forms to the kernels above. Index tensors on the CPU
+// (which CUDA accepts too) are moved to self's device. Integer indices separated by a slice
+// (x[i, :, j]) put their broadcast dims first in the result, as PyTorch does: that is indexing
+// self with the indexed dims moved to the front, where the indices are consecutive. Returns self,
+// or that permuted view of it; `moved` gets the indices to use with it, `changed` whether any
+// rewrite applied.
+at::Tensor canonical_indexing(const at::Tensor& self, const IndexList& indices, IndexList& moved,
+                              bool& changed) {
+    changed = false;
+    std::vector<int64_t> defined;
+    bool integer = true;
+    std::vector<std::optional<at::Tensor>> all;
+    for (size_t k = 0; k < indices.size(); ++k) {
+        std::optional<at::Tensor> t = indices.get(k);
+        if (t.has_value() && t->defined()) {
+            if (t->device().is_cpu() && !self.device().is_cpu()) {
+                t = t->to(self.device());
+                changed = true;
+            }
+            integer = integer && (t->scalar_type() == at::kLong || t->scalar_type() == at::kInt);
+            defined.push_back(static_cast<int64_t>(k));
+        }
+        all.push_back(t);
+    }
+    moved = IndexList();
+    const bool consecutive = defined.empty() || defined.back() - defined.front() + 1 == static_cast<int64_t>(defined.size());
+    if (consecutive || !integer || static_cast<int64_t>(indices.size()) > self.dim()) {
+        for (auto& t : all) moved.push_back(t);
+        return self;
+    }
+    std::vector<int64_t> order(defined);
+    for (int64_t d = 0; d < self.dim(); ++d)
+        if (std::find(defined.begin(), defined.end(), d) == defined.end()) order.push_back(d);
+    for (int64_t d : defined) moved.push_back(all[static_cast<size_t>(d)]);
+    changed = true;
+    return self.permute(order);
+}
+
+at::Tensor& index_out(const at::Tensor& self_in, const IndexList& indices_in, at::Tensor& out) {
     OneIndex r;
+    IndexList indices;
+    bool changed = false;
+    const at::Tensor base = canonical_indexing(self_in, indices_in, indices, changed);
     // A strided self (a transposed or sliced view) is read through a contiguous copy.
-    const at::Tensor self = self_in.is_contiguous() ? self_in : self_in.contiguous();
+    const at::Tensor self = base.is_contiguous() ? base : base.contiguous();
     if (!plain_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type() || !one_index(self, indices, r))
-        return cpu<ATEN_OP2(index, Tensor_out)>(self_in, indices, out);
+        return cpu<ATEN_OP2(index, Tensor_out)>(self_in, indices_in, out);
     const int64_t n = r.flat.size(r.dim);
     // Negative positions count from the end; out-of-range ones are caught by index_select.
     at::Tensor pos = at::where(r.positions.lt(0), r.positions.add(n), r.positions);
@@ -286,6 +329,15 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
     if (!plain_dtype(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
         !on_device(self.device(), values)) {
         return fallback();
+    }
+    IndexList moved;
+    bool changed = false;
+    at::Tensor canonical = canonical_indexing(self, indices, moved, changed);
+    if (changed) {
+        // Indices moved to the device, or self permuted to put separated indices first: the
+        // same put on that form (a permuted view writes through to self).
+        index_put_impl_(canonical, moved, values, accumulate, unsafe);
+        return self;
     }
     // x[mask] = scalar over the whole shape is masked_fill, with no count to wait for.
     if (!accumulate && indices.size() == 1 && values.numel() == 1 && values.dim() == 0) {
