@@ -132,3 +132,26 @@ def test_transformer_encoder_layer_fast_path_eager_and_compiled(norm_first, mask
         torch._dynamo.reset()
         compiled = torch.compile(ember, backend="ember", fullgraph=True)(x.to("ember"), **kw_e)
         torch.testing.assert_close(compiled.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("need_weights,average", [(False, True), (True, True), (True, False)])
+def test_multihead_attention_inference_runs_natively(need_weights, average, native_only):
+    # In eval mode without grad, nn.MultiheadAttention's fast path called
+    # torch._native_multi_head_attention, which ran on the CPU.
+    torch.manual_seed(0)
+    m = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    with torch.no_grad():
+        refs = [m(x, x, x, need_weights=need_weights, average_attn_weights=average, **kw)
+                for kw in ({}, {"key_padding_mask": pad}, {"attn_mask": causal})]
+        m.to("ember")
+        xe = x.to("ember")
+        outs = [m(xe, xe, xe, need_weights=need_weights, average_attn_weights=average, **kw)
+                for kw in ({}, {"key_padding_mask": pad.to("ember")}, {"attn_mask": causal.to("ember")})]
+    for (o, w), (ro, rw) in zip(outs, refs):
+        torch.testing.assert_close(o.cpu(), ro, rtol=1e-4, atol=1e-5)
+        assert (w is None) == (rw is None)
+        if rw is not None:
+            torch.testing.assert_close(w.cpu(), rw, rtol=1e-4, atol=1e-5)

@@ -3,7 +3,8 @@ accelerators they know.
 
 Hugging Face accelerate/Trainer and Lightning choose devices and allow mixed precision from
 hard-coded device lists; PyTorch's FlexAttention admits a fixed set of device types, and
-nn.TransformerEncoder's inference fast path assumes nested-tensor kernels, and AOTAutograd's
+nn.TransformerEncoder's and nn.MultiheadAttention's inference fast paths assume nested-tensor
+and fused-attention kernels, and AOTAutograd's
 RNG-state operators for checkpointed dropout know a fixed list of devices, as does the optimizers'
 graph-capture check. Importing torch_ember
 installs narrow patches for them: each runs
@@ -43,6 +44,7 @@ _PATCHES = {
     "lightning.fabric.accelerators": ("_lightning", "register_accelerator"),
     "torch.nn.attention.flex_attention": ("_flex_attention", "patch_flex_attention"),
     "torch.nn.modules.transformer": ("_transformer", "patch_encoder"),
+    "torch.nn.modules.activation": ("_transformer", "patch_multihead_attention"),
     "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),
     "torch.optim.optimizer": ("_optim", "patch_capture_check"),
     "triton.backends": ("_triton", "register_backend"),

@@ -1,4 +1,4 @@
-"""nn.TransformerEncoder's inference fast path on ember.
+"""nn.TransformerEncoder's and nn.MultiheadAttention's inference fast paths on ember.
 
 In eval mode with a key padding mask whose padding sits at the end of each row (left-aligned),
 PyTorch packs the batch into a nested tensor, runs the layers over the real tokens only, and
@@ -61,3 +61,23 @@ def patch_encoder(module) -> None:
 
     forward._ember = True
     module.TransformerEncoder.forward = forward
+
+
+def patch_multihead_attention(module) -> None:
+    """nn.MultiheadAttention's inference fast path calls `torch._native_multi_head_attention`,
+    which has no ember kernel (it would run on the CPU). For ember tensors the device check that
+    admits the fast path says no, so the module takes its regular path: the input projection,
+    scaled_dot_product_attention (or softmax when weights are asked for) and the output
+    projection, all on ember's kernels, with the same results."""
+    original = module._check_arg_device
+    if getattr(original, "_ember", False):
+        return
+
+    @functools.wraps(original)
+    def _check_arg_device(x) -> bool:
+        if x is not None and x.device.type == "ember":
+            return False
+        return original(x)
+
+    _check_arg_device._ember = True
+    module._check_arg_device = _check_arg_device
