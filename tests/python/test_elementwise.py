@@ -118,6 +118,33 @@ def test_bitwise(op, dtype):
     same_outcome(fn, sample((5, 7), torch.float32), sample((7,), dtype))  # CPU's error is kept
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_shifts_match_cpu_at_every_amount(dtype, native_only):
+    # Shift amounts past the width (and negative ones) follow PyTorch's rule: 0 to the left,
+    # the sign to the right.
+    info = torch.iinfo(dtype)
+    a = torch.tensor([0, 1, -1 if info.min < 0 else 200, info.max, info.min, 37, 5, 100], dtype=dtype)
+    amounts = torch.arange(-2 if info.min < 0 else 0, 70).to(dtype)
+    x, s = a[:, None].expand(-1, amounts.numel()), amounts[None, :].expand(a.numel(), -1)
+    xe, se = x.to("ember"), s.to("ember")
+    for op in (torch.bitwise_left_shift, torch.bitwise_right_shift):
+        torch.testing.assert_close(op(xe, se).cpu(), op(x, s), rtol=0, atol=0)
+    torch.testing.assert_close((xe << 3).cpu(), x << 3, rtol=0, atol=0)
+    torch.testing.assert_close((xe >> 2).cpu(), x >> 2, rtol=0, atol=0)
+    torch.testing.assert_close((xe >> se).cpu(), x >> s, rtol=0, atol=0)
+    y, ye = x.clone(), xe.clone()
+    y <<= 1
+    ye <<= 1
+    y >>= s
+    ye >>= se
+    torch.testing.assert_close(ye.cpu(), y, rtol=0, atol=0)
+
+
+def test_shift_errors_match_cpu():
+    same_outcome(lambda a, b: a << b, sample((4,), torch.bool), sample((4,), torch.bool))
+    same_outcome(lambda a, b: a >> b, sample((4,), torch.float32), sample((4,), torch.int64))
+
+
 def test_new_unary_ops_are_native(native_only):
     x = sample((64,), torch.float32)
     for name in ["erf", "log1p", "expm1", "floor", "ceil", "trunc", "round", "sign"]:

@@ -541,6 +541,32 @@ EMBER_BITWISE_OP(bitwise_or, BinaryOp::kBitwiseOr)
 EMBER_BITWISE_OP(bitwise_xor, BinaryOp::kBitwiseXor)
 #undef EMBER_BITWISE_OP
 
+// Shifts: integers only (bool keeps the CPU's error). The operator forms (x << 2, x <<= t) are
+// kernels of their own in PyTorch, with a Python number wrapped as a 0-d tensor.
+#define EMBER_SHIFT_OP(name, dunder, kOp)                                                        \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {   \
+        auto iter = TensorIterator::binary_op(out, self, other);                                 \
+        if (iter.common_dtype() == at::kBool || !native_bitwise(iter))                           \
+            return cpu<ATEN_OP2(name, Tensor_out)>(self, other, out);                            \
+        queue_binary(kOp, iter);                                                                 \
+        return out;                                                                              \
+    }                                                                                            \
+    at::Tensor dunder##_tensor(const at::Tensor& self, const at::Tensor& other) {                \
+        return at::name(self, other);                                                            \
+    }                                                                                            \
+    at::Tensor dunder##_scalar(const at::Tensor& self, const c10::Scalar& other) {               \
+        return at::name(self, at::native::wrapped_scalar_tensor(other));                         \
+    }                                                                                            \
+    at::Tensor& i##dunder##_tensor(at::Tensor& self, const at::Tensor& other) {                  \
+        return at::name##_out(self, self, other);                                                \
+    }                                                                                            \
+    at::Tensor& i##dunder##_scalar(at::Tensor& self, const c10::Scalar& other) {                 \
+        return at::name##_out(self, self, at::native::wrapped_scalar_tensor(other));             \
+    }
+EMBER_SHIFT_OP(bitwise_left_shift, lshift, BinaryOp::kShiftLeft)
+EMBER_SHIFT_OP(bitwise_right_shift, rshift, BinaryOp::kShiftRight)
+#undef EMBER_SHIFT_OP
+
 // relu has no out= form and keeps integer dtypes.
 at::Tensor relu_fn(const at::Tensor& self) {
     at::Tensor out;
@@ -700,6 +726,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("bitwise_and.Tensor_out", bitwise_and_out);
     m.impl("bitwise_or.Tensor_out", bitwise_or_out);
     m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
+    m.impl("bitwise_left_shift.Tensor_out", bitwise_left_shift_out);
+    m.impl("bitwise_right_shift.Tensor_out", bitwise_right_shift_out);
+    m.impl("__lshift__.Tensor", lshift_tensor);
+    m.impl("__lshift__.Scalar", lshift_scalar);
+    m.impl("__ilshift__.Tensor", ilshift_tensor);
+    m.impl("__ilshift__.Scalar", ilshift_scalar);
+    m.impl("__rshift__.Tensor", rshift_tensor);
+    m.impl("__rshift__.Scalar", rshift_scalar);
+    m.impl("__irshift__.Tensor", irshift_tensor);
+    m.impl("__irshift__.Scalar", irshift_scalar);
     m.impl("relu", relu_fn);
     m.impl("relu_", relu__fn);
 }

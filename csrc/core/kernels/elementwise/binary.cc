@@ -135,6 +135,14 @@ EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, con
         case BinaryOp::kBitwiseAnd: for (int64_t i = 0; i < n; ++i) y[i] = a[i] & b[i]; break;
         case BinaryOp::kBitwiseOr: for (int64_t i = 0; i < n; ++i) y[i] = a[i] | b[i]; break;
         case BinaryOp::kBitwiseXor: for (int64_t i = 0; i < n; ++i) y[i] = a[i] ^ b[i]; break;
+        // Narrow types arrive widened (sign- or zero-extended) and leave truncated: a shift by
+        // at least their width gives 0 (left) or the sign (right) either way.
+        case BinaryOp::kShiftLeft:
+            for (int64_t i = 0; i < n; ++i) y[i] = (b[i] < 0 || b[i] >= 64) ? 0 : static_cast<int64_t>(u(a[i]) << b[i]);
+            break;
+        case BinaryOp::kShiftRight:
+            for (int64_t i = 0; i < n; ++i) y[i] = a[i] >> ((b[i] < 0 || b[i] >= 64) ? 63 : b[i]);
+            break;
         default: break;  // div, pow and the float-only backwards are not routed here
     }
 }
@@ -160,7 +168,7 @@ bool divide_i64(BinaryOp op, int64_t* y, const int64_t* a, const int64_t* b, int
 
 bool division_op(BinaryOp op) { return op >= BinaryOp::kFloorDivide; }
 
-bool bitwise_op(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd && op <= BinaryOp::kBitwiseXor; }
+bool bitwise_op(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd && op <= BinaryOp::kShiftRight; }
 bool float_only_op(BinaryOp op) {
     return op == BinaryOp::kDiv || op == BinaryOp::kPow ||
            (op >= BinaryOp::kSigmoidBackward && op < BinaryOp::kBitwiseAnd);
@@ -248,7 +256,7 @@ const char* op_name(BinaryOp op) {
                                   "eq", "ne", "lt", "le", "gt", "ge", "sigmoid_backward",
                                   "tanh_backward", "gelu_backward", "gelu_tanh_backward",
                                   "softplus_backward", "silu_backward", "atan2", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",
-                                  "floor_divide", "trunc_divide", "remainder", "fmod"};
+                                  "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "trunc_divide", "remainder", "fmod"};
     return names[static_cast<int>(op)];
 }
 

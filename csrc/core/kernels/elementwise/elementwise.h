@@ -60,6 +60,9 @@ enum class BinaryOp : int8_t {
     kAtan2,  // atan2(a, b)
     kHypot,  // sqrt(a^2 + b^2), without overflow in the squares
     kBitwiseAnd, kBitwiseOr, kBitwiseXor,  // integers and bool only
+    // a << b and a >> b (arithmetic for signed types), PyTorch's rule for a shift outside
+    // [0, bits): 0 to the left, the sign to the right.
+    kShiftLeft, kShiftRight,
     // Python's division family, PyTorch's formulas: floor division and remainder take the sign of
     // the divisor, trunc division and fmod that of the dividend. An integer division by zero
     // fails the kernel with "ZeroDivisionError", as on CPU.
