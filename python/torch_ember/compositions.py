@@ -6,6 +6,8 @@ except the EAGER_ONLY ones.
 Each function returns NotImplemented for arguments it does not serve the way the CPU kernel
 would; the caller then takes the visible CPU fallback.
 """
+import math
+
 import torch
 
 def _replication_pad_backward(grad, self, padding):
@@ -58,11 +60,21 @@ def _bernoulli_tensor_(self, p, generator=None):
 
 
 def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
-    """One sorted boundary vector: searchsorted is bucketize with the arguments swapped."""
-    if sorted_sequence.dim() != 1 or sorted_sequence.numel() == 0 or sorter is not None or \
-            values.dtype != sorted_sequence.dtype:
+    """One sorted boundary vector: searchsorted is bucketize with the arguments swapped. One per
+    row (NeRF's hierarchical sampling): each position counts its row's boundaries b with
+    not (v <= b) (left) or not (v < b) (right), the CPU's binary-search tests, so a NaN value
+    lands at the end as there."""
+    right = right or side == "right"
+    if sorted_sequence.numel() == 0 or sorter is not None or values.dtype != sorted_sequence.dtype:
         return NotImplemented
-    return torch.bucketize(values, sorted_sequence, out_int32=out_int32, right=right or side == "right")
+    if sorted_sequence.dim() == 1:
+        return torch.bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
+    rows, m = sorted_sequence.shape[:-1], sorted_sequence.shape[-1]
+    if values.dim() != sorted_sequence.dim() or values.shape[:-1] != rows or values.numel() * m > 1 << 27:
+        return NotImplemented  # the CPU's error, or a comparison table too large to build
+    seq, v = sorted_sequence.unsqueeze(-2), values.unsqueeze(-1)
+    below = ((v < seq) if right else (v <= seq)).logical_not_()
+    return below.sum(-1, dtype=torch.int32 if out_int32 else torch.int64)
 
 
 def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None, out):
@@ -173,6 +185,59 @@ def _exponential_(self, lambd=1.0, *, generator=None):
         return NotImplemented  # the CPU's error
     u = torch.empty(self.shape, dtype=torch.float64, device=self.device).uniform_(generator=generator)
     return self.copy_(u.neg_().log1p_().div_(-lambd))
+
+
+def _uniform_double(self, generator):
+    return torch.empty(self.shape, dtype=torch.float64, device=self.device).uniform_(generator=generator)
+
+
+def _cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """median + sigma * tan(pi * (U - 1/2)), in double and rounded once."""
+    if not self.is_floating_point() or sigma <= 0:
+        return NotImplemented  # the CPU's error
+    u = _uniform_double(self, generator)
+    return self.copy_(u.sub_(0.5).mul_(math.pi).tan_().mul_(sigma).add_(median))
+
+
+def _log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """exp(mean + std * N(0, 1)), in double and rounded once."""
+    if not self.is_floating_point() or std <= 0:
+        return NotImplemented
+    n = torch.empty(self.shape, dtype=torch.float64, device=self.device).normal_(generator=generator)
+    return self.copy_(n.mul_(std).add_(mean).exp_())
+
+
+def _geometric_(self, p, *, generator=None):
+    """The number of Bernoulli(p) trials up to the first success: ceil(log(1 - U) / log(1 - p)),
+    at least 1."""
+    if not 0 < p < 1 or self.dtype == torch.bool:
+        return NotImplemented
+    u = _uniform_double(self, generator)
+    return self.copy_(u.neg_().log1p_().div_(math.log1p(-p)).ceil_().clamp_(min=1))
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """beta * self + alpha * sum_b batch1[b] @ batch2[b], as one product of batch1 laid out as
+    [n, b*m] with batch2 as [b*m, p]. beta = 0 ignores self (NaN included), as on the CPU."""
+    if not batch1.is_floating_point() or batch1.dim() != 3 or batch2.dim() != 3 or \
+            batch1.shape[0] != batch2.shape[0] or batch1.shape[2] != batch2.shape[1] or \
+            batch1.dtype != batch2.dtype or self.dtype != batch1.dtype:
+        return NotImplemented  # the CPU's errors
+    b, n, m = batch1.shape
+    prod = batch1.permute(1, 0, 2).reshape(n, b * m) @ batch2.reshape(b * m, batch2.shape[2])
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:
+        return prod
+    return prod + (self if beta == 1 else self * beta)
+
+
+def _addbmm_out(self, batch1, batch2, *, beta=1, alpha=1, out):
+    r = _addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+    if r is NotImplemented or out is None:  # None: the caller asks for the result alone first
+        return r
+    out.resize_(r.shape)
+    return out.copy_(r)
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):
@@ -390,9 +455,11 @@ OWN = {
     "fmin": _nan_ignoring(torch.minimum), "fmin.out": _nan_ignoring(torch.minimum),
     "signbit": _signbit, "signbit.out": _signbit,
     "median": _median, "nanmedian": _nanmedian,
+    "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
+    "addbmm": _addbmm, "addbmm.out": _addbmm_out,
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
 EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "put_",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
-                        "normal.float_Tensor"})
+                        "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_"})

@@ -100,6 +100,7 @@ OPS = (
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
     "softshrink_backward", "softshrink_backward.grad_input",
     "hardshrink_backward", "hardshrink_backward.grad_input",
+    "cauchy_", "log_normal_", "geometric_", "addbmm", "addbmm.out",
 )
 
 # Ops whose first tensor argument may be an integer or bool tensor and still be served by the
@@ -111,7 +112,7 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
                         "signbit.out", "equal", "_unique2", "repeat_interleave.Tensor", "bucketize.Tensor",
                         "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_", "median",
-                        "nanmedian"})
+                        "nanmedian", "geometric_"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

@@ -40,3 +40,39 @@ def test_in_place_hardtanh(native_only):
     xe = x.to("ember")
     F.hardtanh_(xe)
     torch.testing.assert_close(xe.cpu(), F.hardtanh(x))
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("out_int32", [False, True])
+def test_searchsorted_per_row_matches_cpu(right, out_int32, native_only):
+    # One sorted sequence per row (NeRF's hierarchical sampling); ties and NaN as the CPU's
+    # binary search treats them.
+    g = torch.Generator().manual_seed(0)
+    seq = torch.sort(torch.randn(4, 3, 10, generator=g), -1).values
+    seq[0, 0, 5] = seq[0, 0, 4]
+    vals = torch.randn(4, 3, 7, generator=g)
+    vals[0, 0, 0] = seq[0, 0, 4]
+    vals[1, 1, 1] = float("nan")
+    ref = torch.searchsorted(seq, vals, right=right, out_int32=out_int32)
+    got = torch.searchsorted(seq.to("ember"), vals.to("ember"), right=right, out_int32=out_int32)
+    assert got.dtype == ref.dtype
+    torch.testing.assert_close(got.cpu(), ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_addbmm_forms_match_cpu(beta, alpha, native_only):
+    g = torch.Generator().manual_seed(0)
+    m, b1, b2 = torch.randn(5, 6, generator=g), torch.randn(3, 5, 4, generator=g), torch.randn(3, 4, 6, generator=g)
+    if beta == 0:
+        m[0, 0] = float("nan")  # ignored when beta is 0
+    ref = torch.addbmm(m, b1, b2, beta=beta, alpha=alpha)
+    args = (m.to("ember"), b1.to("ember"), b2.to("ember"))
+    torch.testing.assert_close(torch.addbmm(*args, beta=beta, alpha=alpha).cpu(), ref)
+    out = torch.empty(0, device="ember")
+    torch.addbmm(*args, beta=beta, alpha=alpha, out=out)
+    torch.testing.assert_close(out.cpu(), ref)
+    x = args[0].clone()
+    x.addbmm_(args[1], args[2], beta=beta, alpha=alpha)
+    torch.testing.assert_close(x.cpu(), ref)
+    f = torch.compile(lambda a, b, c: torch.addbmm(a, b, c, beta=beta, alpha=alpha) * 2, backend="ember")
+    torch.testing.assert_close(f(*args).cpu(), ref * 2)

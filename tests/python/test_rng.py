@@ -239,6 +239,29 @@ def test_low_precision_draws_stay_inside_their_range(dtype):
     assert c.max().item() < 1
 
 
+def test_cauchy_log_normal_and_geometric_fills_are_native(native_only):
+    # They ran on the CPU, drawing from its generator instead of ember's.
+    n = 100_000
+    g = torch.Generator(device="ember").manual_seed(3)
+    c = torch.empty(n, device="ember").cauchy_(1.0, 2.0, generator=g).cpu()
+    q = torch.sort(c).values
+    assert abs(q[n // 2].item() - 1.0) < 0.05 and abs((q[3 * n // 4] - q[n // 4]).item() / 2 - 2.0) < 0.1
+    logs = torch.empty(n, device="ember").log_normal_(0.5, 0.3).cpu().log()
+    assert abs(logs.mean().item() - 0.5) < 0.01 and abs(logs.std().item() - 0.3) < 0.01
+    for dtype in (torch.float32, torch.int64):
+        k = torch.empty(n, device="ember", dtype=dtype).geometric_(0.3).cpu()
+        assert k.min().item() >= 1 and abs(k.float().mean().item() - 1 / 0.3) < 0.05
+    g.manual_seed(3)
+    torch.testing.assert_close(torch.empty(n, device="ember").cauchy_(1.0, 2.0, generator=g).cpu(), c)
+
+
+def test_cauchy_and_geometric_keep_the_cpus_errors():
+    with pytest.raises(RuntimeError, match="continuous probability distribution"):
+        torch.empty(3, dtype=torch.int64, device="ember").cauchy_()
+    with pytest.raises(RuntimeError, match=r"expects p to be in \(0, 1\)"):
+        torch.empty(3, device="ember").geometric_(1.5)
+
+
 def test_devices_with_same_seed_draw_same_values():
     torch.ember.manual_seed_all(12)
     a = torch.randn(8, device="ember:0")
