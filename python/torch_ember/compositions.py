@@ -79,7 +79,7 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
 
 def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None, out):
     r = _searchsorted(sorted_sequence, values, out_int32=out_int32, right=right, side=side, sorter=sorter)
-    if r is NotImplemented:
+    if r is NotImplemented or out is None:  # None: the caller asks for the result alone first
         return r
     out.resize_(r.shape)
     return out.copy_(r)
@@ -423,6 +423,22 @@ def _nanmedian(self):
     return ordered.gather(0, middle).reshape(())
 
 
+def _refusing_negative_slope_from_result(op, name, slope_index, flag_index):
+    """leaky_relu_ / elu_ (celu_) backward from the result: with a negative slope the result does
+    not tell which side of 0 the input was on, so the CPU's meta function refuses it, where
+    torch._decomp's formula (used otherwise) would return a wrong gradient."""
+    def run(*args, **kwargs):
+        from torch._decomp import decomposition_table
+
+        slope, from_result = args[slope_index], args[flag_index]
+        if from_result and float(slope) < 0:
+            raise RuntimeError(f"In-place {name} backward calculation is triggered with a negative slope which is "
+                               "not supported. This is caused by calling the in-place forward function with a "
+                               "negative slope; call the out-of-place version instead.")
+        return decomposition_table[op](*args, **kwargs)
+    return run
+
+
 def _with_out(fn):
     def run(*args, grad_input):
         r = fn(*args)
@@ -457,6 +473,12 @@ OWN = {
     "median": _median, "nanmedian": _nanmedian,
     "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
     "addbmm": _addbmm, "addbmm.out": _addbmm_out,
+    **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (
+        ("leaky_relu_backward", torch.ops.aten.leaky_relu_backward.default),
+        ("leaky_relu_backward.grad_input", torch.ops.aten.leaky_relu_backward.grad_input))},
+    **{name: _refusing_negative_slope_from_result(op, "elu", 1, 4) for name, op in (
+        ("elu_backward", torch.ops.aten.elu_backward.default),
+        ("elu_backward.grad_input", torch.ops.aten.elu_backward.grad_input))},
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.

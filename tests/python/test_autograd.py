@@ -362,3 +362,15 @@ def test_backward_across_ember_devices():
     (b * b).sum().backward()
     assert a.grad.device == torch.device("ember:0")
     torch.testing.assert_close(a.grad.cpu(), 2 * a.detach().cpu())
+
+
+@pytest.mark.parametrize("forward", [lambda t: torch.nn.functional.leaky_relu_(t, -2.0),
+                                     lambda t: torch.nn.functional.elu_(t, alpha=-2.0),
+                                     lambda t: torch.nn.functional.celu_(t, alpha=-2.0)],
+                         ids=["leaky_relu_", "elu_", "celu_"])
+def test_in_place_activation_with_negative_slope_refuses_backward(forward):
+    # From the result alone the gradient is unknowable with a negative slope; the CPU refuses,
+    # and ember returned a wrong gradient.
+    a = torch.tensor([-1.0, 1.0, 0.5], device="ember", requires_grad=True)
+    with pytest.raises(RuntimeError, match="backward calculation is triggered with a negative slope"):
+        forward(a.clone()).backward(torch.ones(3, device="ember"))

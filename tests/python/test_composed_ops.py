@@ -76,3 +76,12 @@ def test_addbmm_forms_match_cpu(beta, alpha, native_only):
     torch.testing.assert_close(x.cpu(), ref)
     f = torch.compile(lambda a, b, c: torch.addbmm(a, b, c, beta=beta, alpha=alpha) * 2, backend="ember")
     torch.testing.assert_close(f(*args).cpu(), ref * 2)
+
+
+def test_searchsorted_into_out():
+    seq, vals = torch.tensor([1.0, 3.0, 5.0, 7.0]), torch.tensor([[2.0, 6.0], [7.0, 0.0]])
+    for s, v in ((seq, vals[0]), (torch.stack([seq, seq + 1]), vals)):
+        ref = torch.searchsorted(s, v)
+        out = torch.empty(0, dtype=torch.int64, device="ember")
+        torch.searchsorted(s.to("ember"), v.to("ember"), out=out)
+        torch.testing.assert_close(out.cpu(), ref)

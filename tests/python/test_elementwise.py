@@ -503,3 +503,37 @@ def test_short_rows_with_a_broadcast_operand(inner, dtype, native_only):
     torch.testing.assert_close(xe.cpu(), x * s)
     mixed = s.float() if dtype == torch.bfloat16 else s  # a broadcast operand of another dtype
     torch.testing.assert_close((x.to("ember") * mixed.to("ember")).cpu(), x * mixed)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.complex64, torch.complex128])
+def test_real_results_into_a_complex_out_are_written(out_dtype):
+    # The kernels move real values only: a complex out= kept its old contents.
+    a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([10.0, 20.0, 30.0])
+    for fn in (lambda x, y, out: torch.mul(x, y, out=out), lambda x, y, out: torch.add(x.int(), y.int(), out=out),
+               lambda x, y, out: torch.eq(x, y, out=out), lambda x, y, out: torch.sin(x, out=out),
+               lambda x, y, out: torch.addcmul(x, x, y, out=out)):
+        ref = torch.full((3,), -1 + 0j, dtype=out_dtype)
+        got = ref.to("ember")
+        fn(a, b, ref)
+        fn(a.to("ember"), b.to("ember"), got)
+        torch.testing.assert_close(got.cpu(), ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_python_numbers_with_half_tensors_match_cpu_bit_for_bit(dtype, native_only):
+    # The CPU rounds a Python number to the tensor's dtype first (x.half() % 2.3 divides by
+    # 2.30078), except in mul and div, which keep its full value.
+    x = (torch.rand(1000, generator=torch.Generator().manual_seed(0)) * 18 - 9).to(dtype)
+    xe = x.to("ember")
+    for f in (torch.fmod, torch.remainder, torch.add, torch.sub, torch.mul, torch.div, lambda a, b: b - a,
+              lambda a, b: torch.pow(a.abs(), b), lambda a, b: torch.clamp(a, min=b), lambda a, b: a < b,
+              lambda a, b: torch.where(a > 0, a, b), lambda a, b: torch.atan2(a, torch.tensor(b))):
+        torch.testing.assert_close(f(xe, 2.3).cpu(), f(x, 2.3), rtol=0, atol=0)
+
+
+def test_zero_dim_complex_times_a_python_number_keeps_its_dtype(native_only):
+    s = torch.tensor(1 + 2j, dtype=torch.complex64)
+    for f in (lambda t: t * 0.5, lambda t: t * 1j, lambda t: 2.0 * t):
+        got, ref = f(s.to("ember")), f(s)
+        assert got.dtype == ref.dtype == torch.complex64
+        torch.testing.assert_close(got.cpu(), ref)

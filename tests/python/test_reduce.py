@@ -153,3 +153,14 @@ def test_bool_extremes_run_natively(native_only):
         same_outcome(lambda t: t.amin(dim=(dim, 0)), x)
     same_outcome(lambda t: t.max(), x)
     same_outcome(lambda t: t.min(), x)
+
+
+def test_any_all_over_no_dims_reduce_nothing():
+    # dim=[] means no dims for any/all (sum's legacy reads it as all of them).
+    x = torch.tensor([[True, False, True], [True, True, True]])
+    for t in (x, x.float() * 2, x.to(torch.uint8)):
+        for op in (torch.all, torch.any):
+            for dims, keepdim in (([], False), ((), True)):
+                got, ref = op(t.to("ember"), dim=dims, keepdim=keepdim), op(t, dim=dims, keepdim=keepdim)
+                assert got.dtype == ref.dtype and got.shape == ref.shape
+                torch.testing.assert_close(got.cpu(), ref)

@@ -1,6 +1,7 @@
 #include "elementwise_iter.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/TypeCast.h>
 
 #include <cstring>
 #include <memory>
@@ -16,7 +17,11 @@ struct LoopState {
     alignas(16) char scalars[kernels::kMaxOperands][16] = {};
 };
 
-std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter) {
+// `round_scalars`: a Python number (or other 0-dim CPU operand) of another dtype than a float16 or
+// bfloat16 computation is first rounded to that dtype, as the CPU's TensorIterator casts it
+// (x.half() % 2.3 divides by 2.30078). The CPU's mul, div and lerp keep the number's full
+// value, so they pass false.
+std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_scalars = true) {
     auto st = std::make_shared<LoopState>();
     auto& loop = st->loop;
     const int nd = iter.ndim();
@@ -29,7 +34,20 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter) {
     for (int k = 0; k < loop.nops; ++k) {
         loop.dtype[k] = to_dtype(iter.dtype(k));
         if (iter.is_cpu_scalar(k)) {
-            std::memcpy(st->scalars[k], iter.data_ptr(k), c10::elementSize(iter.dtype(k)));
+            const at::ScalarType common = iter.common_dtype();
+            if (round_scalars && k >= iter.noutputs() && iter.dtype(k) != common &&
+                (common == at::kHalf || common == at::kBFloat16)) {
+                if (common == at::kHalf) {
+                    const auto v = c10::fetch_and_cast<c10::Half>(iter.dtype(k), iter.data_ptr(k));
+                    std::memcpy(st->scalars[k], &v, sizeof(v));
+                } else {
+                    const auto v = c10::fetch_and_cast<c10::BFloat16>(iter.dtype(k), iter.data_ptr(k));
+                    std::memcpy(st->scalars[k], &v, sizeof(v));
+                }
+                loop.dtype[k] = to_dtype(common);
+            } else {
+                std::memcpy(st->scalars[k], iter.data_ptr(k), c10::elementSize(iter.dtype(k)));
+            }
             loop.data[k] = st->scalars[k];
             continue;  // strides stay 0
         }
@@ -60,6 +78,9 @@ kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
 
 bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool) {
     if (iter.ndim() > kernels::kMaxLoopDims) return false;  // dims that would not coalesce
+    // A real computation with a complex out= (or input): the kernels move real values only.
+    for (int i = 0; i < iter.ntensors(); ++i)
+        if (at::isComplexType(iter.dtype(i))) return false;
     switch (iter.common_dtype()) {
         case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf:
             return true;
@@ -87,7 +108,7 @@ void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10:
     if (iter.numel() == 0) return;
     c10::DeviceGuard guard(iter.device(0));
     runtime::Device& dev = iter_device(iter);
-    auto st = make_loop(iter);
+    auto st = make_loop(iter, op != kernels::BinaryOp::kMul && op != kernels::BinaryOp::kDiv);
     kernels::DType compute = to_dtype(iter.common_dtype());
     kernels::Scalar a = to_kernel_scalar(alpha);
     runtime::ThreadPool* pool = &dev.pool();
@@ -104,7 +125,8 @@ void queue_ternary(kernels::TernaryOp op, at::TensorIteratorBase& iter, const c1
     if (iter.numel() == 0) return;
     c10::DeviceGuard guard(iter.device(0));
     runtime::Device& dev = device_for(iter.device(0).index());
-    auto st = make_loop(iter);
+    // lerp's scalar weight keeps its full value, as the CPU's lerp kernel takes it.
+    auto st = make_loop(iter, op != kernels::TernaryOp::kLerp);
     kernels::DType compute = to_dtype(compute_type.value_or(iter.common_dtype()));
     kernels::Scalar v = to_kernel_scalar(value);
     runtime::ThreadPool* pool = &dev.pool();

@@ -123,8 +123,12 @@ std::pair<at::Tensor, at::Tensor> re_im(const at::Tensor& t) {
 
 at::Tensor complex_product(const at::Tensor& a_in, const at::Tensor& b_in) {
     c10::Device dev = a_in.is_privateuseone() ? a_in.device() : b_in.device();
-    at::Tensor a = a_in.is_privateuseone() ? a_in : a_in.to(dev);
-    at::Tensor b = b_in.is_privateuseone() ? b_in : b_in.to(dev);
+    // Both operands in the result's precision first: a Python number moved to the device is no
+    // longer a wrapped number, and 0-d parts would then promote (0-d complex64 * 0.5 gave
+    // complex128).
+    const c10::ScalarType type = at::result_type(a_in, b_in), real = c10::toRealValueType(type);
+    auto prepare = [&](const at::Tensor& t) { return t.to(dev, t.is_complex() ? type : real); };
+    at::Tensor a = prepare(a_in), b = prepare(b_in);
     auto [a0, a1] = re_im(a);
     auto [b0, b1] = re_im(b);
     at::Tensor re, im;

@@ -335,6 +335,8 @@ c10::ScalarType logical_dtype(const at::Tensor& self) {
 
 #define EMBER_LOGICAL(name, kOp)                                                                    \
     at::Tensor name##_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {     \
+        /* dim=[] reduces nothing here (unlike sum's): each element's own truth value */           \
+        if (dim.has_value() && dim->empty()) return self.to(logical_dtype(self), false, true);      \
         const bool empty = self.numel() == 0 && !self.is_complex();                                 \
         if (!reducible(self) && !empty) return cpu<ATEN_OP2(name, dims)>(self, dim, keepdim);       \
         Plan p = make_plan(self, dim, keepdim);                                                     \

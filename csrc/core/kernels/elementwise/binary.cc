@@ -262,6 +262,7 @@ const char* op_name(BinaryOp op) {
 
 Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Scalar& alpha,
               runtime::ThreadPool* pool) {
+    if (!detail::real_operands(loop)) return unimplemented(std::string(op_name(op)) + " with a complex operand");
     if (loop.nops != 3) return invalid_argument("binary: expected two inputs and one output");
     const bool floating = compute == DType::kFloat32 || compute == DType::kBFloat16 ||
                           compute == DType::kFloat16 || compute == DType::kFloat64;

@@ -44,6 +44,14 @@ void store_block(char* p, int64_t stride, DType dt, const C* buf, int64_t n) {
     });
 }
 
+// Every operand holds a real dtype: load_block and store_block move nothing for others (a
+// complex out= of a real computation would keep its old contents), so the kernels refuse them.
+inline bool real_operands(const ElementwiseLoop& loop) {
+    for (int k = 0; k < loop.nops; ++k)
+        if (is_complex(loop.dtype[k])) return false;
+    return true;
+}
+
 template <typename C>
 constexpr DType dtype_of() {
     if constexpr (std::is_same_v<C, float>) return DType::kFloat32;

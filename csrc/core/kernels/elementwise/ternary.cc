@@ -70,6 +70,7 @@ const char* op_name(TernaryOp op) {
 
 Status ternary(TernaryOp op, const ElementwiseLoop& loop, DType compute, const Scalar& value,
                runtime::ThreadPool* pool) {
+    if (!detail::real_operands(loop)) return unimplemented(std::string(op_name(op)) + " with a complex operand");
     if (loop.nops != 4) return invalid_argument("ternary: expected three inputs and one output");
     switch (compute) {
         case DType::kFloat32: case DType::kBFloat16: case DType::kFloat16: {

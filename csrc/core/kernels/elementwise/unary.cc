@@ -215,6 +215,7 @@ const char* op_name(UnaryOp op) {
 }
 
 Status unary(UnaryOp op, const ElementwiseLoop& loop, DType compute, runtime::ThreadPool* pool) {
+    if (!detail::real_operands(loop)) return unimplemented(std::string(op_name(op)) + " with a complex operand");
     if (loop.nops != 2) return invalid_argument("unary: expected one input and one output");
     if (op == UnaryOp::kBitwiseNot && compute == DType::kBool) {
         // ~ on a bool is logical not; bools load as 0/1 and store as (value != 0).
