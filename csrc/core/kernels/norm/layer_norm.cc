@@ -18,8 +18,14 @@ using namespace detail::norm;
 template <typename T>
 EMBER_NORM_INLINE void layer_norm_row(T* y, T* mean_out, T* rstd_out, const T* x, const T* w,
                                       const T* b, T eps, int64_t n) {
-    const T mean = lane_sum<T>(n, [&](int64_t i) { return x[i]; }) / static_cast<T>(n);
-    const T var = lane_sum<T>(n, [&](int64_t i) { return (x[i] - mean) * (x[i] - mean); }) / static_cast<T>(n);
+    // The sums in double: in float, a row of a million values near 10 lost its mean's fourth
+    // digit (the CPU's cascaded sums keep it).
+    const T mean = static_cast<T>(lane_sum<double>(n, [&](int64_t i) { return static_cast<double>(x[i]); }) /
+                                  static_cast<double>(n));
+    const T var = static_cast<T>(lane_sum<double>(n, [&](int64_t i) {
+        const double d = static_cast<double>(x[i] - mean);
+        return d * d;
+    }) / static_cast<double>(n));
     const T rstd = T(1) / std::sqrt(var + eps);
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
     *mean_out = mean;
