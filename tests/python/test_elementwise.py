@@ -537,3 +537,10 @@ def test_zero_dim_complex_times_a_python_number_keeps_its_dtype(native_only):
         got, ref = f(s.to("ember")), f(s)
         assert got.dtype == ref.dtype == torch.complex64
         torch.testing.assert_close(got.cpu(), ref)
+
+
+def test_abs_of_complex_into_a_real_out():
+    t = torch.tensor([3 + 4j, -1 + 0j], dtype=torch.complex64)
+    out = torch.empty(2, device="ember")
+    torch.abs(t.to("ember"), out=out)
+    torch.testing.assert_close(out.cpu(), torch.abs(t))

@@ -475,3 +475,16 @@ def test_sparse_tensors_are_refused_with_the_way_out():
     dense = torch.nn.Embedding(5, 4).to("ember")  # the dense form trains as usual
     dense(torch.tensor([[1, 2, 0]], device="ember")).sum().backward()
     assert dense.weight.grad.layout == torch.strided
+
+
+def test_argument_errors_come_at_the_call_as_on_the_cpu():
+    # A wrong-sized nll_loss weight failed later, in the kernel; heaviside of mixed dtypes ran.
+    logp = torch.randn(4, 3, device="ember").log_softmax(-1)
+    target = torch.tensor([0, 1, 2, 1], device="ember")
+    with pytest.raises(RuntimeError, match="weight tensor should be defined either for all 3 classes"):
+        torch.nn.functional.nll_loss(logp, target, weight=torch.ones(4, device="ember"))
+    x = torch.tensor([-1.0, 0.0, 2.0], device="ember")
+    with pytest.raises(RuntimeError, match="different dtypes"):
+        torch.heaviside(x, torch.tensor([0.5], dtype=torch.float64, device="ember"))
+    torch.testing.assert_close(torch.heaviside(x, torch.tensor([0.5], device="ember")).cpu(),
+                               torch.heaviside(x.cpu(), torch.tensor([0.5])))

@@ -36,6 +36,8 @@ using at::TensorIterator;
         return self;                                                                    \
     }                                                                                   \
     at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                   \
+        /* complex: the CPU's own rules (abs of complex into a real out=, say) */       \
+        if (self.is_complex() || out.is_complex()) return cpu<ATEN_OP2(name, out)>(self, out); \
         auto iter = TensorIterator::make(out, self);                                    \
         if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, out); \
         queue_unary(kOp, iter);                                                         \
