@@ -331,3 +331,12 @@ def test_any_all_over_nothing_and_empty_index_puts(native_only):
     empty = torch.zeros(0, dtype=torch.long, device="ember")
     t[empty, empty] = 1.0
     assert not t.cpu().any()
+
+
+def test_index_shapes_that_do_not_broadcast_raise_index_error():
+    a = torch.zeros(3, 3, device="ember")
+    rows, cols = torch.tensor([0, 1], device="ember"), torch.tensor([0, 1, 2], device="ember")
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[rows, cols]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[rows, cols] = 0.0

@@ -185,6 +185,17 @@ bool consecutive_indices(const at::Tensor& self, const c10::List<std::optional<a
         if ((t.scalar_type() != at::kLong && t.scalar_type() != at::kInt) || !on_device(self.device(), t)) return false;
         idx.push_back(t.to(at::kLong));
     }
+    // Index shapes that do not broadcast: the CPU raises its IndexError ("shape mismatch").
+    std::vector<int64_t> shape;
+    for (const at::Tensor& t : idx) {
+        const auto s = t.sizes();
+        if (s.size() > shape.size()) shape.insert(shape.begin(), s.size() - shape.size(), 1);
+        for (size_t k = 0; k < s.size(); ++k) {
+            int64_t& have = shape[shape.size() - s.size() + k];
+            if (have != s[k] && have != 1 && s[k] != 1) return false;
+            if (have == 1) have = s[k];
+        }
+    }
     const auto sizes = self.sizes();
     at::Tensor lin;
     int64_t stride = 1;
