@@ -423,6 +423,53 @@ def _nanmedian(self):
     return ordered.gather(0, middle).reshape(())
 
 
+def _cubic_taps(in_size, out_size, align_corners, scale, device, dtype):
+    """Per output position along one axis: the 4 clamped source indices and cubic weights
+    (A = -0.75) of PyTorch's bicubic upsampling."""
+    if align_corners:
+        ratio = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+        x = torch.arange(out_size, device=device, dtype=dtype) * ratio
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+        x = (torch.arange(out_size, device=device, dtype=dtype) + 0.5) * ratio - 0.5
+    x0 = torch.floor(x)
+    t = x - x0
+    a = -0.75
+
+    def near(v):  # |v| <= 1
+        return ((a + 2) * v - (a + 3)) * v * v + 1
+
+    def far(v):  # 1 < |v| < 2
+        return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a
+
+    weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    base = x0.long()
+    taps = [(base - 1 + k).clamp_(0, in_size - 1) for k in range(4)]
+    return taps, weights
+
+
+def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None,
+                                 scales_w=None):
+    """The adjoint of bicubic upsampling (ViT position-embedding interpolation): each output's
+    gradient goes back to its 4 x 4 source taps with the same weights, along the width and then
+    along the height (the weights are separable), summed with index_add."""
+    if not grad_output.is_floating_point() or grad_output.dim() != 4:
+        return NotImplemented
+    n, c, ih, iw = input_size
+    oh, ow = output_size
+    acc = grad_output.dtype if grad_output.dtype in (torch.float32, torch.float64) else torch.float32
+    g = grad_output.to(acc)
+    xs, wx = _cubic_taps(iw, ow, align_corners, scales_w, g.device, acc)
+    ys, wy = _cubic_taps(ih, oh, align_corners, scales_h, g.device, acc)
+    rows = torch.zeros(n, c, oh, iw, device=g.device, dtype=acc)
+    for idx, w in zip(xs, wx):
+        rows.index_add_(3, idx, g * w)
+    grad_input = torch.zeros(n, c, ih, iw, device=g.device, dtype=acc)
+    for idx, w in zip(ys, wy):
+        grad_input.index_add_(2, idx, rows * w[:, None])
+    return grad_input.to(grad_output.dtype)
+
+
 def _refusing_negative_slope_from_result(op, name, slope_index, flag_index):
     """leaky_relu_ / elu_ (celu_) backward from the result: with a negative slope the result does
     not tell which side of 0 the input was on, so the CPU's meta function refuses it, where
@@ -473,6 +520,8 @@ OWN = {
     "median": _median, "nanmedian": _nanmedian,
     "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
     "addbmm": _addbmm, "addbmm.out": _addbmm_out,
+    "upsample_bicubic2d_backward": _upsample_bicubic2d_backward,
+    "upsample_bicubic2d_backward.grad_input": _with_out(_upsample_bicubic2d_backward),
     **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (
         ("leaky_relu_backward", torch.ops.aten.leaky_relu_backward.default),
         ("leaky_relu_backward.grad_input", torch.ops.aten.leaky_relu_backward.grad_input))},

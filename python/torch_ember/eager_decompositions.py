@@ -101,6 +101,7 @@ OPS = (
     "softshrink_backward", "softshrink_backward.grad_input",
     "hardshrink_backward", "hardshrink_backward.grad_input",
     "cauchy_", "log_normal_", "geometric_", "addbmm", "addbmm.out",
+    "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
 )
 
 # Ops whose first tensor argument may be an integer or bool tensor and still be served by the

@@ -85,3 +85,20 @@ def test_searchsorted_into_out():
         out = torch.empty(0, dtype=torch.int64, device="ember")
         torch.searchsorted(s.to("ember"), v.to("ember"), out=out)
         torch.testing.assert_close(out.cpu(), ref)
+
+
+@pytest.mark.parametrize("shape,kw", [((1, 4, 5, 5), dict(size=(7, 7))),
+                                      ((2, 3, 8, 6), dict(size=(5, 13), align_corners=True)),
+                                      ((1, 2, 4, 4), dict(scale_factor=2.5)), ((1, 2, 6, 6), dict(size=(3, 2))),
+                                      ((1, 1, 1, 5), dict(size=(4, 9), align_corners=True))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bicubic_upsampling_backward_is_native(shape, kw, dtype, native_only):
+    # ViT / DINOv2 position-embedding interpolation: the backward ran on the CPU.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(*shape, generator=g, dtype=dtype)
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    yc, ye = F.interpolate(xc, mode="bicubic", **kw), F.interpolate(xe, mode="bicubic", **kw)
+    gy = torch.randn(yc.shape, generator=g, dtype=dtype)
+    yc.backward(gy)
+    ye.backward(gy.to("ember"))
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad)
