@@ -470,6 +470,49 @@ def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_cor
     return grad_input.to(grad_output.dtype)
 
 
+def _fake_quantize(x, inv_scale, scale, zero_point, quant_min, quant_max):
+    """The CPU kernel's float arithmetic: q = zero_point + round_half_even(x * inv_scale) in
+    float, the output (clamp(q) - zero_point) * scale, the mask whether q was in range."""
+    q = torch.round(x * inv_scale) + zero_point
+    mask = (q >= quant_min) & (q <= quant_max)
+    return (q.clamp(quant_min, quant_max) - zero_point) * scale, mask
+
+
+def _float32_reciprocal(v: float) -> float:
+    return (1.0 / torch.tensor(v, dtype=torch.float32)).item()
+
+
+def _fake_quantize_per_tensor(self, scale, zero_point, quant_min, quant_max):
+    """Quantization-aware training's fake quantization (QAT), one scale for the tensor."""
+    if self.dtype != torch.float32 or scale <= 0 or quant_min > quant_max:
+        return NotImplemented  # the CPU's dtype rule and errors
+    scale32 = torch.tensor(scale, dtype=torch.float32).item()
+    return _fake_quantize(self, _float32_reciprocal(scale32), scale32, zero_point, quant_min, quant_max)
+
+
+def _fake_quantize_tensor_qparams(self, scale, zero_point, fake_quant_enabled, quant_min, quant_max):
+    """FakeQuantize's form: scale and zero point as 1-element tensors, and a switch tensor that
+    passes the input through (mask all true) when it is 0; read on the device, no sync."""
+    if self.dtype != torch.float32 or zero_point.is_floating_point() or quant_min > quant_max:
+        return NotImplemented
+    s = scale.to(torch.float32).reshape(())
+    out, mask = _fake_quantize(self, 1.0 / s, s, zero_point.reshape(()), quant_min, quant_max)
+    on = fake_quant_enabled.reshape(()) != 0
+    return torch.where(on, out, self), torch.where(on, mask, True)
+
+
+def _fake_quantize_per_channel(self, scale, zero_point, axis, quant_min, quant_max):
+    """Fake quantization with a scale and integer zero point per slice along `axis`."""
+    if self.dtype != torch.float32 or zero_point.is_floating_point() or quant_min > quant_max or \
+            scale.dim() != 1 or zero_point.shape != scale.shape or not -self.dim() <= axis < self.dim() or \
+            self.shape[axis] != scale.numel():
+        return NotImplemented
+    shape = [1] * self.dim()
+    shape[axis] = -1
+    s = scale.to(torch.float32).reshape(shape)
+    return _fake_quantize(self, 1.0 / s, s, zero_point.reshape(shape), quant_min, quant_max)
+
+
 def _refusing_negative_slope_from_result(op, name, slope_index, flag_index):
     """leaky_relu_ / elu_ (celu_) backward from the result: with a negative slope the result does
     not tell which side of 0 the input was on, so the CPU's meta function refuses it, where
@@ -521,6 +564,9 @@ OWN = {
     "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
     "addbmm": _addbmm, "addbmm.out": _addbmm_out,
     "upsample_bicubic2d_backward": _upsample_bicubic2d_backward,
+    "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
+    "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
+    "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
     "upsample_bicubic2d_backward.grad_input": _with_out(_upsample_bicubic2d_backward),
     **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (
         ("leaky_relu_backward", torch.ops.aten.leaky_relu_backward.default),

@@ -102,6 +102,8 @@ OPS = (
     "hardshrink_backward", "hardshrink_backward.grad_input",
     "cauchy_", "log_normal_", "geometric_", "addbmm", "addbmm.out",
     "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
+    "fake_quantize_per_tensor_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+    "fake_quantize_per_channel_affine_cachemask",
 )
 
 # Ops whose first tensor argument may be an integer or bool tensor and still be served by the

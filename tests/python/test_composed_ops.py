@@ -102,3 +102,31 @@ def test_bicubic_upsampling_backward_is_native(shape, kw, dtype, native_only):
     yc.backward(gy)
     ye.backward(gy.to("ember"))
     torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+
+
+def test_fake_quantization_for_qat_is_native_and_bit_exact(native_only):
+    # Quantization-aware training: per-tensor, per-channel and FakeQuantize's tensor-qparams
+    # forms ran on the CPU.
+    import copy
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 8, generator=g) * 5
+    for scale, zp, lo, hi in [(0.1, 3, -128, 127), (0.05, 0, 0, 255), (0.3, -2, -8, 7)]:
+        xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+        yc = torch.fake_quantize_per_tensor_affine(xc, scale, zp, lo, hi)
+        ye = torch.fake_quantize_per_tensor_affine(xe, scale, zp, lo, hi)
+        torch.testing.assert_close(ye.cpu(), yc.detach(), rtol=0, atol=0)
+        yc.sum().backward()
+        ye.sum().backward()
+        torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=0, atol=0)
+    sc, zp = torch.rand(8, generator=g) + 0.05, torch.randint(-3, 3, (8,), dtype=torch.int32, generator=g)
+    ref = torch.fake_quantize_per_channel_affine(x, sc, zp, 1, -128, 127)
+    got = torch.fake_quantize_per_channel_affine(x.to("ember"), sc.to("ember"), zp.to("ember"), 1, -128, 127)
+    torch.testing.assert_close(got.cpu(), ref, rtol=0, atol=0)
+    fq = torch.ao.quantization.FakeQuantize()
+    fqe = copy.deepcopy(fq).to("ember")
+    for _ in range(3):
+        xi = torch.randn(4, 8, generator=g)
+        torch.testing.assert_close(fqe(xi.to("ember")).cpu(), fq(xi), rtol=0, atol=0)
+    fq.disable_fake_quant()
+    fqe.disable_fake_quant()
+    torch.testing.assert_close(fqe(x.to("ember")).cpu(), fq(x), rtol=0, atol=0)
