@@ -80,8 +80,8 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     void record(void** event, const Stream& s, const DeviceIndex device_index,
                 const c10::EventFlag flag) const override {
         TORCH_CHECK(device_index == -1 || device_index == s.device_index(),
-                    "ember: event device ", device_index, " does not match the stream's device ",
-                    s.device_index());
+                    "ember: event device ", static_cast<int>(device_index), " does not match the stream's device ",
+                    static_cast<int>(s.device_index()));
         if (*event == nullptr) *event = new runtime::Event(flag == c10::EventFlag::BACKEND_DEFAULT);
         runtime::Stream& stream = from_c10(s);
         EMBER_CHECK(as_event(*event)->record(stream));

@@ -513,6 +513,51 @@ def _fake_quantize_per_channel(self, scale, zero_point, axis, quant_min, quant_m
     return _fake_quantize(self, 1.0 / s, s, zero_point.reshape(shape), quant_min, quant_max)
 
 
+def _into_range_out(values, out):
+    """A linspace/logspace result into out=: an out= that already holds `steps` elements keeps
+    its shape and strides and is filled in row-major order, as on the CPU; another is resized."""
+    if out.numel() != values.numel():
+        out.resize_(values.shape)
+    return out.copy_(values.view(out.shape))
+
+
+def _linspace_out(start, end, steps, *, out):
+    from torch._decomp import decomposition_table
+
+    start, end = (int(v) if isinstance(v, bool) else v for v in (start, end))  # bool ends count as 0/1
+    if any(isinstance(v, torch.Tensor) for v in (start, end)):
+        return NotImplemented
+    values = decomposition_table[torch.ops.aten.linspace.default](start, end, steps, dtype=out.dtype,
+                                                                  device=out.device)
+    return _into_range_out(values, out)
+
+
+def _logspace_out(start, end, steps, base=10.0, *, out):
+    from torch._decomp import decomposition_table
+
+    start, end = (int(v) if isinstance(v, bool) else v for v in (start, end))
+    if any(isinstance(v, torch.Tensor) for v in (start, end)):
+        return NotImplemented
+    values = decomposition_table[torch.ops.aten.logspace.default](start, end, steps, base, dtype=out.dtype,
+                                                                  device=out.device)
+    return _into_range_out(values, out)
+
+
+def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
+    """torch._decomp's form, with the CPU's shape for a 0-d target and reduction="none": 0-d."""
+    from torch._decomp import decomposition_table
+
+    loss = decomposition_table[torch.ops.aten.multi_margin_loss.default](self, target, p, margin, weight, reduction)
+    return loss.reshape(()) if reduction == 0 and target.dim() == 0 else loss
+
+
+def _is_set_to(self, tensor):
+    """Same storage, offset, sizes and strides (the CPU fallback would compare copies)."""
+    return (self.device == tensor.device and self.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+            and self.storage_offset() == tensor.storage_offset() and self.shape == tensor.shape
+            and self.stride() == tensor.stride())
+
+
 def _refusing_negative_slope_from_result(op, name, slope_index, flag_index):
     """leaky_relu_ / elu_ (celu_) backward from the result: with a negative slope the result does
     not tell which side of 0 the input was on, so the CPU's meta function refuses it, where
@@ -564,6 +609,8 @@ OWN = {
     "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
     "addbmm": _addbmm, "addbmm.out": _addbmm_out,
     "upsample_bicubic2d_backward": _upsample_bicubic2d_backward,
+    "linspace.out": _linspace_out, "logspace.out": _logspace_out, "multi_margin_loss": _multi_margin_loss,
+    "is_set_to": _is_set_to,
     "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
     "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
@@ -579,4 +626,4 @@ OWN = {
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
 EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "put_",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
-                        "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_"})
+                        "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to"})

@@ -103,7 +103,7 @@ OPS = (
     "cauchy_", "log_normal_", "geometric_", "addbmm", "addbmm.out",
     "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
     "fake_quantize_per_tensor_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
-    "fake_quantize_per_channel_affine_cachemask",
+    "fake_quantize_per_channel_affine_cachemask", "is_set_to",
 )
 
 # Ops whose first tensor argument may be an integer or bool tensor and still be served by the
@@ -115,7 +115,7 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
                         "signbit.out", "equal", "_unique2", "repeat_interleave.Tensor", "bucketize.Tensor",
                         "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_", "median",
-                        "nanmedian", "geometric_"})
+                        "nanmedian", "geometric_", "is_set_to"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -139,6 +139,40 @@ def _tensors(x, out):
         for y in x:
             _tensors(y, out)
     return out
+
+
+# In-place ops whose CPU kernel refuses a written-to tensor with overlapping elements (expanded)
+# and sources that share its memory: the decomposition would write through the overlap.
+_NO_OVERLAP = frozenset({"index_copy_", "put_"})
+
+
+def _dense(t) -> bool:
+    """Non-overlapping and dense: some permutation of t's dims is contiguous (the case in which the
+    CPU decides overlap exactly; others are too hard to tell and allowed)."""
+    expect = 1
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+        if stride != expect:
+            return False
+        expect *= size
+    return True
+
+
+def _check_overlap(args) -> None:
+    self, others = args[0], _tensors(list(args[1:]), [])
+    if torch._debug_has_internal_overlap(self) == 1:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    lo = self.storage_offset() * self.element_size() + self.untyped_storage().data_ptr()
+    hi = lo + (sum((n - 1) * s for n, s in zip(self.shape, self.stride())) + 1) * self.element_size()
+    for t in others:
+        if t.numel() == 0 or self.numel() == 0 or t.untyped_storage().data_ptr() != self.untyped_storage().data_ptr():
+            continue
+        t_lo = t.storage_offset() * t.element_size() + t.untyped_storage().data_ptr()
+        t_hi = t_lo + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+        if t_lo < hi and lo < t_hi and _dense(self) and _dense(t):
+            raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                               "refer to a single memory location. Please clone() the tensor before performing the "
+                               "operation.")
 
 
 # Ops whose CPU kernel refuses operands of different dtypes (the reference form would promote).
@@ -188,6 +222,8 @@ def _kernel(name: str):
             running = _active.ops = set()
         if name in running or not _decomposable(name, args, kwargs):
             return _cpu(op, base, overload, args, kwargs)
+        if name in _NO_OVERLAP:
+            _check_overlap(args)
         if decomposition is None:
             from torch._decomp import decomposition_table
             decomposition = OWN.get(name) or decomposition_table[op]

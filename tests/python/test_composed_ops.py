@@ -130,3 +130,43 @@ def test_fake_quantization_for_qat_is_native_and_bit_exact(native_only):
     fq.disable_fake_quant()
     fqe.disable_fake_quant()
     torch.testing.assert_close(fqe(x.to("ember")).cpu(), fq(x), rtol=0, atol=0)
+
+
+def test_linspace_and_logspace_into_shaped_out():
+    # An out= that already holds `steps` elements keeps its shape (and a narrowed view's
+    # strides); the result was written as one contiguous run of 1-d memory.
+    for fn, args in ((torch.linspace, (0, 3, 4)), (torch.logspace, (0, 3, 4))):
+        ref, got = torch.zeros(2, 3), torch.zeros(2, 3, device="ember")
+        fn(*args, out=ref.narrow(1, 1, 2))
+        fn(*args, out=got.narrow(1, 1, 2))
+        torch.testing.assert_close(got.cpu(), ref)
+        o = torch.zeros(2, 2, device="ember")
+        fn(*args, out=o)
+        assert o.shape == (2, 2)
+        torch.testing.assert_close(o.cpu(), fn(*args).view(2, 2))
+    torch.testing.assert_close(torch.linspace(False, True, steps=5, device="ember").cpu(),
+                               torch.linspace(False, True, steps=5))
+
+
+def test_in_place_writes_through_overlapping_memory_are_refused():
+    y = torch.arange(6.0, device="ember")
+    idx = torch.tensor([2, 1, 0], device="ember")
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+        y.index_copy_(0, idx, y[:3])
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+        y.put_(idx, y[:3])
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.zeros(1, device="ember").expand(4).index_copy_(0, idx, torch.ones(3, device="ember"))
+    y.index_copy_(0, idx, y[3:].clone())
+    torch.testing.assert_close(y.cpu(), torch.tensor([5.0, 4.0, 3.0, 3.0, 4.0, 5.0]))
+
+
+def test_is_set_to_and_multi_margin_loss_shapes():
+    t = torch.zeros(3, 4, device="ember")
+    assert t.is_set_to(t) and not t.is_set_to(t.clone()) and not t.is_set_to(t.t())
+    x, target = torch.randn(1, 3), torch.tensor(1)
+    for reduction in ("none", "mean"):
+        ref = F.multi_margin_loss(x, target, reduction=reduction)
+        got = F.multi_margin_loss(x.to("ember"), target.to("ember"), reduction=reduction)
+        assert got.shape == ref.shape
+        torch.testing.assert_close(got.cpu(), ref)

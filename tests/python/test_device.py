@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -105,3 +108,27 @@ def test_default_generators_and_peer_access():
     with pytest.raises(IndexError):
         torch.ember.default_generators[99]
     assert torch.ember.can_device_access_peer(0, 1)
+
+
+def test_a_child_forked_after_the_parent_used_the_device_is_refused():
+    # Its stream worker threads are not in the child: the first wait hung forever.
+    import textwrap
+    code = textwrap.dedent("""
+        import os, torch, torch_ember
+        torch.ones(1, device="ember").sum().item()
+        pid = os.fork()
+        if pid == 0:
+            ok = torch.ember._is_in_bad_fork()
+            try:
+                torch.ones(4, device="ember").sum().item()
+                os._exit(3)
+            except RuntimeError as e:
+                os._exit(0 if ok and "spawn" in str(e) else 4)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0, os.WEXITSTATUS(status)
+        assert not torch.ember._is_in_bad_fork()
+        print(torch.ones(3, device="ember").sum().item())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "3.0"

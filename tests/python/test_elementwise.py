@@ -544,3 +544,15 @@ def test_abs_of_complex_into_a_real_out():
     out = torch.empty(2, device="ember")
     torch.abs(t.to("ember"), out=out)
     torch.testing.assert_close(out.cpu(), torch.abs(t))
+
+
+def test_a_wider_out_keeps_the_computations_rounding():
+    # The CPU computes in the inputs' dtype, then casts into out=: float16 33000 + 33000 is inf
+    # and int8 100 + 100 wraps to -56, even into a float64 / int64 out=.
+    h = torch.tensor([33000.0, 1.5], dtype=torch.float16)
+    i8 = torch.tensor([100, -100, 7], dtype=torch.int8)
+    for fn, a, out_dtype in ((torch.add, h, torch.float64), (torch.mul, h, torch.float32), (torch.add, i8, torch.int64),
+                             (torch.mul, i8, torch.int32), (torch.sub, -i8, torch.int16)):
+        ref = fn(a, a, out=torch.empty(0, dtype=out_dtype))
+        got = fn(a.to("ember"), a.to("ember"), out=torch.empty(0, dtype=out_dtype, device="ember"))
+        torch.testing.assert_close(got.cpu(), ref, equal_nan=True)

@@ -221,3 +221,17 @@ def test_torch_event_on_ember_default_device():
     f.synchronize()
     assert e.device == torch.device("ember:0")
     assert e.elapsed_time(f) >= 40
+
+
+def test_cross_device_event_errors_name_both_devices():
+    ev = torch.ember.Event()
+    ev.record(torch.ember.current_stream(0))
+    with pytest.raises(RuntimeError, match="event device 0 does not match the stream's device 1"):
+        ev.record(torch.ember.current_stream(1))
+    a, b = torch.ember.Event(enable_timing=True), torch.ember.Event(enable_timing=True)
+    a.record(torch.ember.current_stream(1))
+    b.record(torch.ember.current_stream(0))
+    a.synchronize()
+    b.synchronize()
+    with pytest.raises(ValueError, match="same device"):  # as its other argument errors
+        a.elapsed_time(b)

@@ -442,3 +442,16 @@ def test_multinomial_draws_with_and_without_replacement(native_only):
         torch.multinomial(torch.tensor([-1.0, 1.0], device="ember"), 1)
         torch.ember.synchronize()
     torch.ember.synchronize()
+
+
+def test_random_and_uniform_bounds_are_checked_as_on_the_cpu():
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.zeros(10, dtype=torch.int8, device="ember").random_(0, 1000)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.zeros(10, dtype=torch.bool, device="ember").random_(-42, 1)
+    with pytest.raises(RuntimeError, match="to-from"):
+        torch.zeros(10, dtype=torch.float64, device="ember").uniform_(-1.7e308, 1.7e308)
+    r = torch.zeros(5000, dtype=torch.int8, device="ember").random_(-100, 120).cpu()
+    assert r.min().item() >= -100 and r.max().item() < 120
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.rand(1, device="ember").expand(6).bernoulli_(0.3)

@@ -324,3 +324,19 @@ def test_synchronize_is_per_device():
 def test_synchronize_takes_the_device_keyword_as_torch_cuda():
     torch.ember.synchronize(device=1)
     torch.ember.synchronize(device="ember:0")
+
+
+def test_a_failure_on_a_stream_reaches_the_streams_that_wait_on_it():
+    # The consuming stream read what the failed kernel left in memory, with no error, after a
+    # correct wait_stream.
+    x = torch.arange(10.0, device="ember")
+    s = torch.ember.Stream()
+    s.wait_stream(torch.ember.current_stream())
+    with torch.ember.stream(s):
+        y = x[torch.tensor([20], device="ember")]
+    torch.ember.current_stream().wait_stream(s)
+    with pytest.raises(RuntimeError, match="index 20 is out of range"):
+        y.cpu()
+    with pytest.raises(RuntimeError, match="index 20 is out of range"):
+        s.synchronize()  # the failing stream reports it too
+    assert (x + 1).sum().item() == 55.0  # and the device keeps working

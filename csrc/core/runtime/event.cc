@@ -1,6 +1,7 @@
 #include "runtime/event.h"
 
 #include <chrono>
+#include <string>
 
 namespace ember::runtime {
 
@@ -34,7 +35,10 @@ Status Event::block(Stream& stream) const {
     auto state = state_;
     auto seq = stream.enqueue("event_wait", [state] {
         state->stream->wait_for(state->seq);
-        return Status();
+        // Work this stream now depends on failed: the failure becomes this stream's too, so its
+        // next synchronizing call reports it instead of handing on what the failed kernel left
+        // in memory (a CUDA device error is sticky the same way).
+        return state->stream->peek_error();
     });
     return seq.ok() ? Status() : seq.status();
 }
@@ -53,6 +57,10 @@ StatusOr<double> Event::elapsed_ms(const Event& end) const {
     }
     if (!state_ || !end.state_) {
         return invalid_argument("elapsed_time needs both events to be recorded first");
+    }
+    if (device() != end.device()) {
+        return invalid_argument("elapsed_time needs both events on the same device, but they were recorded on ember:" +
+                                std::to_string(device()) + " and ember:" + std::to_string(end.device()));
     }
     if (!query() || !end.query()) {
         return invalid_argument("elapsed_time needs both events to have completed; "

@@ -1,6 +1,10 @@
 #include "runtime/stream.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <exception>
+#include <mutex>
 #include <string>
 
 #include "base/env.h"
@@ -22,6 +26,19 @@ inline void cpu_relax() {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_forked_after_use{false};
+
+Status forked_error() {
+    return Status(StatusCode::kFailedPrecondition,
+                  "ember: cannot use the device in a process forked after the parent used it (its worker "
+                  "threads are not in the child). Start worker processes with the 'spawn' method: "
+                  "torch.multiprocessing.set_start_method('spawn'), or DataLoader(multiprocessing_context='spawn')");
+}
+}  // namespace
+
+bool forked_after_use() { return g_forked_after_use.load(std::memory_order_relaxed); }
+
 Stream::Stream(int device, int64_t id, int priority)
     : device_(device), id_(id), priority_(priority) {}
 
@@ -31,7 +48,10 @@ Stream::~Stream() {
         stop_ = true;
     }
     work_cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    if (worker_.joinable()) {
+        if (forked_after_use()) worker_.detach();  // a fork child's copy of a thread that is not there
+        else worker_.join();
+    }
 }
 
 Status Stream::run(const Item& item) {
@@ -59,6 +79,7 @@ void Stream::record_error(const char* name, const Status& st) {
 }
 
 StatusOr<uint64_t> Stream::enqueue(const char* name, Task task) {
+    if (forked_after_use()) return forked_error();
     if (Graph* g = capture_.load(std::memory_order_acquire)) {
         std::lock_guard<std::mutex> lock(mu_);
         g->add(name, std::move(task));
@@ -83,7 +104,13 @@ StatusOr<uint64_t> Stream::enqueue(const char* name, Task task) {
         seq = enqueued_.load(std::memory_order_relaxed) + 1;
         queue_.push_back(Item{seq, name, std::move(task)});
         enqueued_.store(seq, std::memory_order_release);
-        if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+        if (!worker_.joinable()) {
+            static std::once_flag at_fork;
+            std::call_once(at_fork, [] {
+                pthread_atfork(nullptr, nullptr, [] { g_forked_after_use.store(true, std::memory_order_relaxed); });
+            });
+            worker_ = std::thread([this] { worker_loop(); });
+        }
     }
     if (auto* l = instrument::listener()) l->on_enqueue(device_, id_, seq, name);
     // The flag was set under mu_ before the worker's wait released it, so after our push under
@@ -133,7 +160,7 @@ void Stream::worker_loop() {
 }
 
 void Stream::wait_for(uint64_t seq) {
-    if (is_done(seq)) return;
+    if (is_done(seq) || forked_after_use()) return;
     std::unique_lock<std::mutex> lock(mu_);
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
@@ -175,7 +202,13 @@ Status Stream::end_capture() {
     return Status();
 }
 
+Status Stream::peek_error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+}
+
 Status Stream::take_error() {
+    if (forked_after_use()) return forked_error();
     std::lock_guard<std::mutex> lock(mu_);
     Status st = std::move(error_);
     error_ = Status();

@@ -39,6 +39,11 @@ namespace ember::runtime {
 using Task = std::function<Status()>;
 class Graph;
 
+// Whether this process is a fork() child of one whose streams had started: the worker threads
+// did not come along, so queued work would never run. Every enqueue and synchronizing call then
+// fails with kFailedPrecondition ("use the 'spawn' start method"), as CUDA refuses a forked child.
+bool forked_after_use();
+
 class Stream {
   public:
     Stream(int device, int64_t id, int priority);
@@ -65,6 +70,8 @@ class Stream {
     Status synchronize();
     // Returns and clears the stored error without waiting.
     Status take_error();
+    // The stored error, left in place (a stream that waits on this one inherits it).
+    Status peek_error();
 
     Status begin_capture(Graph* graph);
     Status end_capture();

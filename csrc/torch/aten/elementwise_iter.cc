@@ -81,6 +81,14 @@ bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allo
     // A real computation with a complex out= (or input): the kernels move real values only.
     for (int i = 0; i < iter.ntensors(); ++i)
         if (at::isComplexType(iter.dtype(i))) return false;
+    // An out= of a wider dtype than the computation's: the CPU rounds (or wraps) each result to
+    // the computation dtype first (float16 33000 + 33000 is inf even into a float64 out=), while
+    // the kernels compute float16 in float and int8 in int64 and would store the wider value.
+    const at::ScalarType common = iter.common_dtype(), out = iter.dtype(0);
+    if (out != common && out != at::kBool &&
+        (common == at::kHalf || common == at::kBFloat16 || common == at::kByte || common == at::kChar ||
+         common == at::kShort || common == at::kInt))
+        return false;
     switch (iter.common_dtype()) {
         case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf:
             return true;

@@ -4,10 +4,12 @@
 // get_rng_state/set_rng_state replay them, as on CUDA.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <limits>
 #include <mutex>
 
 #include "../context.h"
@@ -46,6 +48,11 @@ at::Tensor& queue_random(at::Tensor& self, const char* name, F&& fn) {
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
     if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(uniform_)>(self, from, to, generator);
     TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+    // A range wider than the dtype holds (to - from overflows): the CPU's check and message.
+    const double limit = self.scalar_type() == at::kDouble ? std::numeric_limits<double>::max()
+                         : self.scalar_type() == at::kFloat ? std::numeric_limits<float>::max()
+                         : self.scalar_type() == at::kHalf ? 65504.0 : 3.3895313892515355e38;
+    if (!(to - from <= limit) || from < -limit || to > limit) return cpu<ATEN_OP(uniform_)>(self, from, to, generator);
     auto rng = reserve(generator, self, kernels::uniform_draws(self.numel()));
     return queue_random(self, "uniform_", [from, to, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
         return kernels::uniform(v, from, to, rng, p);
@@ -64,6 +71,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> generator) {
     if (self.is_complex()) return cpu<ATEN_OP2(bernoulli_, float)>(self, p, generator);
     TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+    at::assert_no_internal_overlap(self);  // an expanded self: the CPU refuses it too
     auto rng = reserve(generator, self, kernels::uniform_draws(self.numel()));
     return queue_random(self, "bernoulli_", [p, rng](const kernels::TensorView& v, runtime::ThreadPool* pool) {
         return kernels::bernoulli(v, p, rng, pool);
@@ -73,7 +81,16 @@ at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> 
 // Whether every integer in [from, to) is exact in the dtype: integers always (PyTorch checks
 // the bounds against the dtype), floating types up to their mantissa.
 bool exact_range(at::ScalarType t, int64_t from, int64_t to) {
-    if (at::isIntegralType(t, /*includeBool=*/true)) return true;
+    if (at::isIntegralType(t, /*includeBool=*/true)) {
+        // Bounds outside the dtype go to the CPU, whose check words the error ("from is out of
+        // bounds"); the kernel would wrap them into the dtype.
+        int64_t lo = 0, hi = 1;
+        if (t != at::kBool) AT_DISPATCH_INTEGRAL_TYPES(t, "random_bounds", [&] {
+            lo = static_cast<int64_t>(std::numeric_limits<scalar_t>::lowest());
+            hi = static_cast<int64_t>(std::numeric_limits<scalar_t>::max());
+        });
+        return from >= lo && from <= hi && to - 1 >= lo && to - 1 <= hi;
+    }
     int digits = t == at::kDouble ? 53 : t == at::kFloat ? 24 : t == at::kHalf ? 11 : t == at::kBFloat16 ? 8 : -1;
     if (digits < 0) return false;
     const int64_t limit = int64_t{1} << digits;

@@ -126,6 +126,7 @@ PYBIND11_MODULE(_C, m) {
 
     m.def("_device_count", [] { return runtime::device_count(); });
     m.def("_get_device", [] { return runtime::current_device(); });
+    m.def("_is_in_bad_fork", [] { return runtime::forked_after_use(); });
     m.def("_set_device", [](int index) {
         torch_glue::value_or_raise(runtime::checked_device(index));
         runtime::set_current_device(index);

@@ -44,7 +44,8 @@ def _lazy_init() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after its parent used the device (only 'spawn' children can)."""
+    return _C._is_in_bad_fork()
 
 
 def current_device() -> int:
