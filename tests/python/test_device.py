@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -132,3 +133,17 @@ def test_a_child_forked_after_the_parent_used_the_device_is_refused():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "3.0"
+
+
+def test_set_device_with_a_negative_index_keeps_the_current_device():
+    before = torch.ember.current_device()
+    torch.ember.set_device(-1)  # as torch.cuda.set_device
+    assert torch.ember.current_device() == before
+
+
+def test_an_unreadable_device_memory_setting_is_reported():
+    code = "import torch, torch_ember; print(torch.ember.mem_get_info()[1] > 0)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "EMBER_DEVICE_MEMORY": "8GB!"})
+    assert r.returncode == 0 and r.stdout.strip() == "True"
+    assert "EMBER_DEVICE_MEMORY=8GB! is not a positive size" in r.stderr

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -57,6 +58,8 @@ uint64_t device_memory_bytes() {
         if (auto v = get("EMBER_DEVICE_MEMORY")) {
             auto parsed = parse_bytes(*v);
             if (parsed.ok() && *parsed > 0) return *parsed;
+            std::fprintf(stderr, "ember: EMBER_DEVICE_MEMORY=%s is not a positive size (such as 8GiB or 512MB); "
+                         "each device gets half the machine's memory instead\n", v->c_str());
         }
         return physical_ram() / 2;
     }();

@@ -53,6 +53,8 @@ def current_device() -> int:
 
 
 def set_device(device: Any) -> None:
+    if isinstance(device, int) and device < 0:
+        return  # as torch.cuda.set_device: a negative index leaves the current device
     _C._set_device(_device_index(device))
 
 
