@@ -219,3 +219,15 @@ def test_compiled_graph_shows_fused_kernels_with_model_source_lines(tmp_path, mo
     step_events = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
     assert step_events and any(e["args"]["source"].endswith(f":{line + 2}") for e in step_events)
     torch._dynamo.reset()
+
+
+def test_an_op_is_one_event_in_a_profile():
+    # Ops registered as out= kernels only were recorded twice (aten::gelu inside aten::gelu).
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.randn(8, 16, device="ember", requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        y = torch.nn.functional.gelu(x) + torch.nn.functional.softplus(x) + torch.sigmoid(x) + torch.tanh(x)
+        y.sum().backward()
+        torch.ember.synchronize()
+    nested = [e.name for e in prof.events() if e.cpu_parent is not None and e.cpu_parent.name == e.name]
+    assert not nested, nested

@@ -520,6 +520,35 @@ EMBER_OUTPUT_BACKWARD(sigmoid_backward, BinaryOp::kSigmoidBackward)
 EMBER_OUTPUT_BACKWARD(tanh_backward, BinaryOp::kTanhBackward)
 #undef EMBER_OUTPUT_BACKWARD
 
+// Functional forms of the ops above that ember registers as out= kernels: without them PyTorch's
+// functional kernel calls the out= one through the dispatcher, which costs a second dispatch
+// and shows in a profile as aten::gelu inside aten::gelu (each call counted twice).
+at::Tensor gelu_fn(const at::Tensor& self, c10::string_view approximate) {
+    at::Tensor out = at::empty({0}, self.options());
+    return gelu_out(self, approximate, out);
+}
+at::Tensor gelu_backward_fn(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
+    at::Tensor out = at::empty({0}, grad.options().dtype(at::result_type(grad, self)));
+    return gelu_backward_out(grad, self, approximate, out);
+}
+at::Tensor softplus_fn(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold) {
+    at::Tensor out = at::empty({0}, self.options());
+    return softplus_out(self, beta, threshold, out);
+}
+at::Tensor softplus_backward_fn(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& beta,
+                                const c10::Scalar& threshold) {
+    at::Tensor out = at::empty({0}, grad.options().dtype(at::result_type(grad, self)));
+    return softplus_backward_out(grad, self, beta, threshold, out);
+}
+at::Tensor sigmoid_backward_fn(const at::Tensor& grad, const at::Tensor& output) {
+    at::Tensor out = at::empty({0}, grad.options().dtype(at::result_type(grad, output)));
+    return sigmoid_backward_out(grad, output, out);
+}
+at::Tensor tanh_backward_fn(const at::Tensor& grad, const at::Tensor& output) {
+    at::Tensor out = at::empty({0}, grad.options().dtype(at::result_type(grad, output)));
+    return tanh_backward_out(grad, output, out);
+}
+
 // Floating inputs go to the CPU path, which raises PyTorch's own error for them.
 bool native_bitwise(const at::TensorIteratorBase& iter) {
     return at::isIntegralType(iter.common_dtype(), /*includeBool=*/true) && native_compute(iter, true, true);
@@ -718,6 +747,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
     m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
     m.impl("pow_.Scalar", pow__scalar);
+    m.impl("gelu", gelu_fn);
+    m.impl("gelu_backward", gelu_backward_fn);
+    m.impl("softplus", softplus_fn);
+    m.impl("softplus_backward", softplus_backward_fn);
+    m.impl("sigmoid_backward", sigmoid_backward_fn);
+    m.impl("tanh_backward", tanh_backward_fn);
     m.impl("gelu.out", gelu_out);
     m.impl("gelu_backward.grad_input", gelu_backward_out);
     m.impl("softplus.out", softplus_out);
