@@ -47,6 +47,8 @@ def test_ember_is_a_registered_accelerator():
     assert "ember" in AcceleratorRegistry
     with pytest.raises(ValueError, match="asks for ember devices"):
         AcceleratorRegistry.get("ember").parse_devices(99)
+    with pytest.raises(ValueError, match="multi-device strategies need CUDA streams"):
+        AcceleratorRegistry.get("ember").parse_devices(2)
 
 
 @pytest.mark.parametrize("precision,dtype", [("32-true", torch.float32), ("bf16-mixed", torch.bfloat16),

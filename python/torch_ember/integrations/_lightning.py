@@ -50,6 +50,12 @@ def _accelerator_class(Accelerator) -> type:
             if bad or not indices:
                 raise ValueError(f"EmberAccelerator: devices={devices!r} asks for ember devices {indices}, "
                                  f"but there are {count} (EMBER_DEVICE_COUNT sets how many)")
+            if len(indices) > 1:
+                # Lightning's DDP wraps the model on a torch.cuda.Stream, which fails without CUDA
+                # ("torch.cuda.Stream requires CUDA support") after the processes have started.
+                raise ValueError(f"EmberAccelerator: devices={devices!r} asks for {len(indices)} ember devices; "
+                                 "Lightning's multi-device strategies need CUDA streams, so train on one "
+                                 "(devices=1), or use torch.distributed with the 'ember' backend directly")
             return indices
 
         @staticmethod
