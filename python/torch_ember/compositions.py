@@ -77,13 +77,6 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
     return below.sum(-1, dtype=torch.int32 if out_int32 else torch.int64)
 
 
-def _searchsorted_out(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None, out):
-    r = _searchsorted(sorted_sequence, values, out_int32=out_int32, right=right, side=side, sorter=sorter)
-    if r is NotImplemented or out is None:  # None: the caller asks for the result alone first
-        return r
-    out.resize_(r.shape)
-    return out.copy_(r)
-
 
 def _cdist_forward(x1, x2, p, compute_mode):
     """Pairwise p-norm distances of x1 [.., P, M] and x2 [.., R, M]. For p = 2 the CPU's choice
@@ -230,14 +223,6 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     if beta == 0:
         return prod
     return prod + (self if beta == 1 else self * beta)
-
-
-def _addbmm_out(self, batch1, batch2, *, beta=1, alpha=1, out):
-    r = _addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
-    if r is NotImplemented or out is None:  # None: the caller asks for the result alone first
-        return r
-    out.resize_(r.shape)
-    return out.copy_(r)
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):
@@ -521,26 +506,17 @@ def _into_range_out(values, out):
     return out.copy_(values.view(out.shape))
 
 
-def _linspace_out(start, end, steps, *, out):
-    from torch._decomp import decomposition_table
+def _range_out(op):
+    """linspace.out / logspace.out from torch._decomp's functional form of `op`."""
+    def run(start, end, steps, *rest, out):
+        from torch._decomp import decomposition_table
 
-    start, end = (int(v) if isinstance(v, bool) else v for v in (start, end))  # bool ends count as 0/1
-    if any(isinstance(v, torch.Tensor) for v in (start, end)):
-        return NotImplemented
-    values = decomposition_table[torch.ops.aten.linspace.default](start, end, steps, dtype=out.dtype,
-                                                                  device=out.device)
-    return _into_range_out(values, out)
-
-
-def _logspace_out(start, end, steps, base=10.0, *, out):
-    from torch._decomp import decomposition_table
-
-    start, end = (int(v) if isinstance(v, bool) else v for v in (start, end))
-    if any(isinstance(v, torch.Tensor) for v in (start, end)):
-        return NotImplemented
-    values = decomposition_table[torch.ops.aten.logspace.default](start, end, steps, base, dtype=out.dtype,
-                                                                  device=out.device)
-    return _into_range_out(values, out)
+        start, end = (int(v) if isinstance(v, bool) else v for v in (start, end))  # bool ends count as 0/1
+        if any(isinstance(v, torch.Tensor) for v in (start, end)):
+            return NotImplemented
+        values = decomposition_table[op](start, end, steps, *rest, dtype=out.dtype, device=out.device)
+        return _into_range_out(values, out)
+    return run
 
 
 def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
@@ -574,13 +550,16 @@ def _refusing_negative_slope_from_result(op, name, slope_index, flag_index):
     return run
 
 
-def _with_out(fn):
-    def run(*args, grad_input):
-        r = fn(*args)
-        if r is NotImplemented:
+def _with_out(fn, out_name="grad_input"):
+    """The out= form of `fn` (its out tensor named `out_name`); out=None asks for the result alone,
+    as the registration does first to compare dtypes."""
+    def run(*args, **kwargs):
+        out = kwargs.pop(out_name)
+        r = fn(*args, **kwargs)
+        if r is NotImplemented or out is None:
             return r
-        grad_input.resize_(r.shape)
-        return grad_input.copy_(r)
+        out.resize_(r.shape)
+        return out.copy_(r)
     return run
 
 
@@ -590,7 +569,7 @@ OWN = {
     "softshrink_backward": _shrink_backward, "softshrink_backward.grad_input": _with_out(_shrink_backward),
     "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
     "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,
-    "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _searchsorted_out,
+    "searchsorted.Tensor": _searchsorted, "searchsorted.Tensor_out": _with_out(_searchsorted, "out"),
     "multinomial": _multinomial, "exponential_": _exponential_,
     "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
     "bucketize.Tensor": _bucketize, "_transformer_encoder_layer_fwd": _transformer_encoder_layer_fwd,
@@ -607,9 +586,10 @@ OWN = {
     "signbit": _signbit, "signbit.out": _signbit,
     "median": _median, "nanmedian": _nanmedian,
     "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
-    "addbmm": _addbmm, "addbmm.out": _addbmm_out,
+    "addbmm": _addbmm, "addbmm.out": _with_out(_addbmm, "out"),
     "upsample_bicubic2d_backward": _upsample_bicubic2d_backward,
-    "linspace.out": _linspace_out, "logspace.out": _logspace_out, "multi_margin_loss": _multi_margin_loss,
+    "linspace.out": _range_out(torch.ops.aten.linspace.default),
+    "logspace.out": _range_out(torch.ops.aten.logspace.default), "multi_margin_loss": _multi_margin_loss,
     "is_set_to": _is_set_to,
     "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,

@@ -157,18 +157,22 @@ def _dense(t) -> bool:
     return True
 
 
+def _byte_span(t):
+    """[first, last + 1) of the bytes t addresses."""
+    lo = t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
+    return lo, lo + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
 def _check_overlap(args) -> None:
     self, others = args[0], _tensors(list(args[1:]), [])
     if torch._debug_has_internal_overlap(self) == 1:
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location. Please clone() the tensor before performing the operation.")
-    lo = self.storage_offset() * self.element_size() + self.untyped_storage().data_ptr()
-    hi = lo + (sum((n - 1) * s for n, s in zip(self.shape, self.stride())) + 1) * self.element_size()
+    lo, hi = _byte_span(self)
     for t in others:
         if t.numel() == 0 or self.numel() == 0 or t.untyped_storage().data_ptr() != self.untyped_storage().data_ptr():
             continue
-        t_lo = t.storage_offset() * t.element_size() + t.untyped_storage().data_ptr()
-        t_hi = t_lo + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+        t_lo, t_hi = _byte_span(t)
         if t_lo < hi and lo < t_hi and _dense(self) and _dense(t):
             raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
                                "refer to a single memory location. Please clone() the tensor before performing the "

@@ -37,13 +37,9 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_sc
             const at::ScalarType common = iter.common_dtype();
             if (round_scalars && k >= iter.noutputs() && iter.dtype(k) != common &&
                 (common == at::kHalf || common == at::kBFloat16)) {
-                if (common == at::kHalf) {
-                    const auto v = c10::fetch_and_cast<c10::Half>(iter.dtype(k), iter.data_ptr(k));
-                    std::memcpy(st->scalars[k], &v, sizeof(v));
-                } else {
-                    const auto v = c10::fetch_and_cast<c10::BFloat16>(iter.dtype(k), iter.data_ptr(k));
-                    std::memcpy(st->scalars[k], &v, sizeof(v));
-                }
+                auto store = [&](auto v) { std::memcpy(st->scalars[k], &v, sizeof(v)); };
+                if (common == at::kHalf) store(c10::fetch_and_cast<c10::Half>(iter.dtype(k), iter.data_ptr(k)));
+                else store(c10::fetch_and_cast<c10::BFloat16>(iter.dtype(k), iter.data_ptr(k)));
                 loop.dtype[k] = to_dtype(common);
             } else {
                 std::memcpy(st->scalars[k], iter.data_ptr(k), c10::elementSize(iter.dtype(k)));

@@ -49,9 +49,10 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
     if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(uniform_)>(self, from, to, generator);
     TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
     // A range wider than the dtype holds (to - from overflows): the CPU's check and message.
-    const double limit = self.scalar_type() == at::kDouble ? std::numeric_limits<double>::max()
-                         : self.scalar_type() == at::kFloat ? std::numeric_limits<float>::max()
-                         : self.scalar_type() == at::kHalf ? 65504.0 : 3.3895313892515355e38;
+    double limit = 0;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "uniform_bounds", [&] {
+        limit = static_cast<double>(std::numeric_limits<scalar_t>::max());
+    });
     if (!(to - from <= limit) || from < -limit || to > limit) return cpu<ATEN_OP(uniform_)>(self, from, to, generator);
     auto rng = reserve(generator, self, kernels::uniform_draws(self.numel()));
     return queue_random(self, "uniform_", [from, to, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {

@@ -208,7 +208,8 @@ def compile_graph(gm: torch.fx.GraphModule, name: str, rec: CompileRecord, fallb
         _check_steps(steps, rec, fallback, name)
         rec.library_ops, rec.eager_ops = before[0] + rec.library_ops, before[1] + rec.eager_ops
     if split is None:  # everything translated: no Python between pieces
-        return watched(_whole(gm, name, rec, tr), rec) if depth == 0 else _whole(gm, name, rec, tr)
+        whole = _whole(gm, name, rec, tr)
+        return watched(whole, rec) if depth == 0 else whole
     for i, sub_name in enumerate(pieces):
         sub = getattr(split, sub_name)
         piece_name = f"{name}_p{i}"

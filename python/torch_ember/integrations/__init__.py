@@ -102,6 +102,21 @@ def device_is_our_default() -> bool:
     return _set_by_us and os.environ.get("ACCELERATE_TORCH_DEVICE") == DEFAULT_DEVICE
 
 
+def ember_is_the_accelerator() -> bool:
+    """Whether integer device indices mean ember here (`torch.device(0)` is `ember:0`)."""
+    return torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "ember"
+
+
+def rebind(original, replacement, modules, attrs) -> None:
+    """Points `attrs` of the already-imported `modules` that still hold `original` (they bound it
+    with `from ... import` before the patch ran) at `replacement`."""
+    for name in modules:
+        module = sys.modules.get(name)
+        for attr in attrs:
+            if module is not None and getattr(module, attr, None) is original:
+                setattr(module, attr, replacement)
+
+
 # Patched modules that were still executing when torch_ember was imported: `import accelerate`
 # imports torch (which loads torch_ember through its device-backend entry point) from inside
 # accelerate/accelerator.py, before that module defines anything. Patching it then would

@@ -9,14 +9,10 @@ are listed first with their free memory, as CUDA's would be. A `max_memory` the 
 left as it is.
 """
 import functools
-import sys
 
 import torch
 
-
-def _ember_is_the_accelerator() -> bool:
-    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
-    return accelerator is not None and accelerator.type == "ember"
+from . import ember_is_the_accelerator, rebind
 
 
 def _free_memory() -> dict:
@@ -39,7 +35,7 @@ def patch_get_max_memory(module) -> None:
 
     @functools.wraps(original)
     def get_max_memory(max_memory=None):
-        if not _ember_is_the_accelerator():
+        if not ember_is_the_accelerator():
             return original(max_memory)
         if max_memory is None:
             found = original(None)
@@ -50,7 +46,7 @@ def patch_get_max_memory(module) -> None:
         for key, value in max_memory.items():
             max_memory[key] = _to_bytes(value)
         others = original({k: v for k, v in max_memory.items() if not isinstance(k, int)})
-        ember = {k: v for k, v in sorted((k, v) for k, v in max_memory.items() if isinstance(k, int))}
+        ember = dict(sorted((k, v) for k, v in max_memory.items() if isinstance(k, int)))
         count = torch.ember.device_count()
         missing = [k for k in ember if not 0 <= k < count]
         if missing:
@@ -59,10 +55,6 @@ def patch_get_max_memory(module) -> None:
         return {**ember, **others}
 
     module.get_max_memory = get_max_memory
-    # accelerate.utils re-exports it (and transformers binds that at import); rebind the copies
-    # of modules already imported.
-    for name in ("accelerate.utils", "transformers.integrations.accelerate"):
-        other = sys.modules.get(name)
-        for attr in ("get_max_memory", "accelerate_max_memory"):
-            if other is not None and getattr(other, attr, None) is original:
-                setattr(other, attr, get_max_memory)
+    # accelerate.utils re-exports it, and transformers binds that at import.
+    rebind(original, get_max_memory, ("accelerate.utils", "transformers.integrations.accelerate"),
+           ("get_max_memory", "accelerate_max_memory"))

@@ -69,8 +69,9 @@ def patch_trainer(module) -> None:
 def patch_accelerate(module) -> None:
     """accelerate.checkpointing: `save_accelerator_state` / `load_accelerator_state`."""
     import inspect
-    import sys
     from pathlib import Path
+
+    from . import rebind
 
     from accelerate.utils import RNG_STATE_NAME, load
 
@@ -94,8 +95,6 @@ def patch_accelerate(module) -> None:
         return result
 
     module.save_accelerator_state, module.load_accelerator_state = save_accelerator_state, load_accelerator_state
-    # accelerate.accelerator binds both names when it imports this module; rebind if it already did.
-    accelerator = sys.modules.get("accelerate.accelerator")
-    if accelerator is not None and getattr(accelerator, "save_accelerator_state", None) is save:
-        accelerator.save_accelerator_state = save_accelerator_state
-        accelerator.load_accelerator_state = load_accelerator_state
+    # accelerate.accelerator binds both names when it imports this module.
+    rebind(save, save_accelerator_state, ("accelerate.accelerator",), ("save_accelerator_state",))
+    rebind(restore, load_accelerator_state, ("accelerate.accelerator",), ("load_accelerator_state",))

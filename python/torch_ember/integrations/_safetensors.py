@@ -6,9 +6,10 @@ means the current accelerator's device of that index. While ember is the current
 ember device names are passed on as their index, so tensors load straight onto ember.
 """
 import functools
-import sys
 
 import torch
+
+from . import ember_is_the_accelerator, rebind
 
 
 def _as_index(device):
@@ -17,8 +18,7 @@ def _as_index(device):
             parsed = torch.device(device)
         except (RuntimeError, TypeError):
             return device
-        if parsed.type == "ember" and torch.accelerator.is_available() and \
-                torch.accelerator.current_accelerator().type == "ember":
+        if parsed.type == "ember" and ember_is_the_accelerator():
             return parsed.index if parsed.index is not None else torch.ember.current_device()
     return device
 
@@ -34,8 +34,5 @@ def patch_safe_open(module) -> None:
 
     safe_open._ember_wrapper = True
     module.safe_open = safe_open
-    # Modules that did `from safetensors import safe_open` before this ran keep the original.
-    for name in ("safetensors.torch", "transformers.modeling_utils"):
-        other = sys.modules.get(name)
-        if other is not None and getattr(other, "safe_open", None) is original:
-            other.safe_open = safe_open
+    # Modules that did `from safetensors import safe_open` before this ran.
+    rebind(original, safe_open, ("safetensors.torch", "transformers.modeling_utils"), ("safe_open",))
