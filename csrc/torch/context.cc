@@ -1,5 +1,7 @@
 #include "context.h"
 
+#include <Python.h>
+
 #include "check.h"
 #include "graph_capture.h"
 #include "profiler_bridge.h"
@@ -104,10 +106,22 @@ uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task) 
     return value_or_raise(stream.enqueue(name, std::move(task)));
 }
 
+WithoutGil::WithoutGil() {
+    if (Py_IsInitialized() && !_Py_IsFinalizing() && PyGILState_Check()) state_ = PyEval_SaveThread();
+}
+
+WithoutGil::~WithoutGil() {
+    if (state_ != nullptr) PyEval_RestoreThread(static_cast<PyThreadState*>(state_));
+}
+
 void synchronize(runtime::Stream& stream) {
     profiler::Tracer* t = tracer();
     if (t) t->synchronize_begin(stream.device());
-    Status st = stream.synchronize();
+    Status st;
+    {
+        WithoutGil no_gil;
+        st = stream.synchronize();
+    }
     if (t) t->synchronize_end(stream.device());
     EMBER_CHECK(st);
 }

@@ -38,6 +38,21 @@ uint64_t enqueue(runtime::Stream& stream, const char* name, runtime::Task task);
 // Waits for `stream` and raises any error stored on it (a synchronizing call).
 void synchronize(runtime::Stream& stream);
 
+// Releases the GIL for a host wait on the device, if this thread holds it. Work a stream waits
+// for may need Python to finish (a collective the distributed communication thread carries,
+// torch_ember/distributed/comm.py), and some callers reach a synchronizing op with the GIL held
+// (DTensor's C++ dispatch runs local ops under it): waiting with the GIL would deadlock.
+class WithoutGil {
+  public:
+    WithoutGil();
+    ~WithoutGil();
+    WithoutGil(const WithoutGil&) = delete;
+    WithoutGil& operator=(const WithoutGil&) = delete;
+
+  private:
+    void* state_ = nullptr;  // the PyThreadState saved while released
+};
+
 // Whether `t` is undefined or on `device`. Native kernels read raw pointers, so an argument on
 // another device must never reach them: glue sends such calls to the fallback, which raises
 // PyTorch's "Expected all tensors to be on the same device".

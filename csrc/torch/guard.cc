@@ -72,7 +72,11 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
         runtime::Device& dev = device_for(index);
         profiler::Tracer* t = tracer();
         if (t) t->synchronize_begin(dev.index());
-        Status st = dev.synchronize();
+        Status st;
+        {
+            WithoutGil no_gil;
+            st = dev.synchronize();
+        }
         if (t) t->synchronize_end(dev.index());
         EMBER_CHECK(st);
     }
@@ -102,7 +106,11 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
         if (event == nullptr) return;
         profiler::Tracer* t = tracer();
         if (t) t->synchronize_begin(as_event(event)->device());
-        Status st = as_event(event)->synchronize();
+        Status st;
+        {
+            WithoutGil no_gil;
+            st = as_event(event)->synchronize();
+        }
         if (t) t->synchronize_end(as_event(event)->device());
         EMBER_CHECK(st);
     }

@@ -86,6 +86,8 @@ def case_collectives():
             a = x.to(E)
             e = (a @ a.t()) * 3 + 1
             dist.all_reduce(e)
+        # as with NCCL, work on one stream reaches another only through a stream wait
+        torch.ember.current_stream().wait_stream(s)
         cpu = x.clone()
         c = (cpu @ cpu.t()) * 3 + 1
         dist.all_reduce(c, group=ref)
@@ -401,8 +403,26 @@ def case_errors():
     short = dist.new_group(backend="ember", timeout=datetime.timedelta(seconds=2))
     store = dist.FileStore(STORE + ".side", WORLD)
     if RANK == 0:
-        msg = raises(lambda: dist.all_reduce(torch.ones(2, device=E), group=short), "ember all_reduce failed")
+        # Collectives on ember tensors fail asynchronously, as with NCCL: wait() raises once the
+        # job has failed; a stream that waits for it gets the error at its next synchronizing call.
+        t = torch.ones(2, device=E)
+        work = dist.all_reduce(t, group=short, async_op=True)
+        try:
+            work.get_future().wait()
+        except Exception as e:  # noqa: BLE001
+            assert "ember all_reduce failed on rank 0 of 2" in str(e), e
+        else:
+            raise AssertionError("the future of a timed-out all_reduce completed")
+        msg = raises(work.wait, "ember all_reduce failed on rank 0 of 2")
         print("timeout error:", msg[:200])
+        t = torch.ones(2, device=E)
+        dist.all_reduce(t, group=short)
+        try:
+            t.cpu()
+        except RuntimeError as e:
+            assert "ember all_reduce failed on rank 0 of 2" in str(e), e
+        else:
+            raise AssertionError("a stream waiting for a failed all_reduce synchronized cleanly")
         store.set("done", "1")
     else:
         store.wait(["done"], datetime.timedelta(seconds=30))
@@ -421,7 +441,8 @@ def case_peer_dies():
         os._exit(3)
     try:
         dist.all_reduce(t)
-    except DistributedError as e:
+        t.cpu()  # the failure is asynchronous: raised at the next synchronizing call
+    except RuntimeError as e:
         assert "ember all_reduce failed on rank 0" in str(e), e
         print("peer error:", str(e)[:200])
     else:
@@ -563,6 +584,60 @@ def case_compile_funcol():
     recs = compile_stats()
     assert not any(r["eager_ops"] for r in recs), [r["eager_ops"] for r in recs]
     print("TP graphs:", [(r["name"], r["kind"], len(r["library_ops"])) for r in recs])
+    dist.destroy_process_group()
+
+
+def case_stream_order():
+    """Collectives on ember tensors run in stream order on a communication stream, as NCCL's do:
+    the call returns while its inputs are still being computed, work queued after it runs
+    meanwhile, wait() orders the current stream without blocking the host, and host-side
+    collectives keep the group's order behind pending ones."""
+    import torch_ember.profiler as ember_profiler
+
+    init()
+    E = "ember"
+    x = torch.full((1024,), float(RANK + 1), device=E)
+    torch.ember._sleep(1000)  # the producer is still busy when the collective is called
+    y = x * 2
+    work = dist.all_reduce(y, async_op=True)
+    assert not work.is_completed(), "all_reduce blocked the host until it finished"
+    z = x + 1  # queued after the call, while the collective waits for its input
+    work.wait()
+    assert not work.is_completed(), "wait() blocked the host instead of ordering the stream"
+    same(y * 1, torch.full((1024,), 6.0), "all_reduce read after wait()")  # (1 + 2) * 2
+    same(z, torch.full((1024,), float(RANK + 2)), "work queued after the call")
+    assert work.is_completed()
+
+    w = torch.full((4,), float(RANK), device=E)
+    dist.all_reduce(w)  # synchronous form, then a read on the same stream
+    same(w, torch.full((4,), 1.0), "all_reduce then read")
+
+    # an object collective (CPU tensors, host-synchronous) behind a pending ember one
+    a = torch.full((3,), float(RANK), device=E)
+    torch.ember._sleep(100)
+    a = a + 0
+    dist.all_reduce(a)
+    objs = [None] * WORLD
+    dist.all_gather_object(objs, RANK * 10)
+    assert objs == [0, 10], objs
+    same(a, torch.full((3,), 1.0), "ember all_reduce before an object collective")
+
+    # the profiler shows the collective as a span on its own stream, beside the compute
+    with ember_profiler.profile() as prof:
+        m = torch.randn(256, 256, device=E)
+        g = torch.ones(1 << 16, device=E)
+        work = dist.all_reduce(g, async_op=True)
+        for _ in range(4):
+            m = (m @ m) * 1e-2
+        work.wait()
+        torch.ember.synchronize()
+    kernels = [r for r in prof.records if r["kind"] == "kernel"]
+    comm = [r for r in kernels if r["name"] == "ember all_reduce"]
+    compute = [r for r in kernels if r["name"] not in ("ember all_reduce", "event_wait", "sleep")]
+    assert comm, sorted({r["name"] for r in kernels})
+    assert {r["stream"] for r in comm}.isdisjoint({r["stream"] for r in compute}), \
+        [(r["name"], r["stream"]) for r in kernels]
+    same(g, torch.full((1 << 16,), float(WORLD)), "all_reduce under the profiler")
     dist.destroy_process_group()
 
 

@@ -7,6 +7,10 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "../check.h"
@@ -17,6 +21,7 @@
 #include "../profiler_bridge.h"
 #include "base/env.h"
 #include "runtime/device.h"
+#include "runtime/host_signal.h"
 
 namespace py = pybind11;
 using namespace ember;
@@ -28,6 +33,14 @@ void bind_compiler(py::module_& m);  // bindings/compiler.cc
 namespace {
 
 runtime::Device& dev(int index) { return torch_glue::device_for(static_cast<c10::DeviceIndex>(index)); }
+
+// Stream task names are kept as C strings for the profiler's lifetime: one copy per distinct name.
+const char* interned(const std::string& name) {
+    static std::mutex mu;
+    static std::set<std::string> names;
+    std::lock_guard<std::mutex> lock(mu);
+    return names.insert(name).first->c_str();
+}
 
 py::dict stat_dict(const runtime::Stat& s) {
     py::dict d;
@@ -173,6 +186,23 @@ PYBIND11_MODULE(_C, m) {
             return Status();
         });
     });
+    // A one-shot flag the host sets and a stream waits for (runtime/host_signal.h): how a
+    // collective that the host carries over Gloo takes its place in a stream's order
+    // (torch_ember/distributed/comm.py). The wait is queued with the GIL released, because with
+    // EMBER_SYNC=1 it runs on the calling thread until a Python thread sets the flag.
+    py::class_<runtime::HostSignal, std::shared_ptr<runtime::HostSignal>>(m, "_HostSignal")
+        .def(py::init<>())
+        .def("set", [](runtime::HostSignal& s, std::string error) { s.set(std::move(error)); },
+             py::arg("error") = "")
+        .def("is_set", &runtime::HostSignal::is_set)
+        .def("enqueue_wait", [](std::shared_ptr<runtime::HostSignal> s, int index, int64_t stream_id,
+                                const std::string& what, double timeout_s) {
+            runtime::Stream& stream = *torch_glue::value_or_raise(dev(index).stream(stream_id));
+            const char* name = interned(what);
+            auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+            py::gil_scoped_release no_gil;
+            torch_glue::enqueue(stream, name, [s, name, timeout] { return s->wait(timeout, name); });
+        });
     // Queues `n` empty kernels: the host cost of an enqueue, for bench/.
     m.def("_enqueue_empty", [](int index, int n) {
         runtime::Stream& s = dev(index).current_stream();

@@ -4,9 +4,10 @@ as the transport.
 Why a Python process group: PyTorch's Gloo backend accepts only CPU and CUDA tensors, and a
 C++ `c10d::Backend` cannot be written in Python (only `ProcessGroup` has a Python trampoline).
 So `init_process_group("ember")` builds an `EmberProcessGroup` (process_group.py) that runs an
-inner `ProcessGroupGloo` over host copies of the ember tensors (staging.py), emulates the
-reductions Gloo lacks (reduce_ops.py: AVG, PREMUL_SUM) and returns Work objects whose wait()
-and get_future() complete correctly, so DDP and its communication hooks work (work.py).
+inner `ProcessGroupGloo` over host views of the ember tensors (staging.py), in stream order on a
+communication stream and thread per device, so collectives overlap compute and Work.wait()
+orders the current stream as NCCL's does (comm.py); it emulates the reductions Gloo lacks
+(reduce_ops.py: AVG, PREMUL_SUM).
 
 Registration is cheap and needs nothing beyond torch.distributed, which `import torch` has
 already loaded: `import torch_ember` calls `register()`; the process group module loads when

@@ -1,11 +1,12 @@
 """EmberProcessGroup: the c10d process group behind `init_process_group("ember")`.
 
-Each op checks that its tensors share one device (ember or cpu), synchronizes the ember device
-so queued kernels have produced the inputs, stages them to host tensors (staging.py), runs the
-same op on an inner ProcessGroupGloo, and copies the results back into the caller's tensors in
-place. Reductions Gloo lacks (AVG, PREMUL_SUM) are emulated around a Gloo SUM (reduce_ops.py).
-A failure raises a DistributedError naming the op; Gloo's timeout (the group's) bounds every
-wait, so a missing peer ends in an error, not a hang.
+Each op checks its arguments at the call (a clear DistributedError naming the op), then runs
+the same op on an inner ProcessGroupGloo over host views of the tensors (staging.py). On CPU
+tensors it runs to completion at the call, as Gloo does; on ember tensors it runs in stream order
+on the device's communication stream and thread, and returns at once (comm.py: NCCL's
+semantics). Reductions Gloo lacks (AVG, PREMUL_SUM) are emulated around a Gloo SUM
+(reduce_ops.py). Gloo's timeout (the group's) bounds every transport wait, so a missing peer ends
+in an error naming the op and the rank, not a hang.
 
 The inner Gloo backend is also registered for the "cpu" and "ember" devices of the group, so
 PyTorch code that looks a backend up by device (barrier, object collectives, eager connect)
@@ -22,8 +23,9 @@ import torch._C._distributed_c10d as c10d
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from . import reduce_ops
-from .staging import (DistributedError, check_devices, copy_back, flat, host_buffer, synchronize,
-                      to_host)
+from .comm import CommEngine
+from .staging import (DistributedError, check_devices, copy_back, flat, host_buffer, host_view,
+                      host_views, synchronize, to_host)
 from .work import PendingWork, completed
 
 
@@ -34,6 +36,7 @@ class EmberProcessGroup(dist.ProcessGroup):
         self._size = size
         self._timeout = timeout
         self._gloo = ProcessGroupGloo(store, rank, size, timeout)
+        self._comm = CommEngine(f"rank {rank} of {size}")
         for device in ("cpu", "ember"):
             self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.GLOO,
                                    self._gloo)
@@ -56,6 +59,15 @@ class EmberProcessGroup(dist.ProcessGroup):
             raise DistributedError(
                 f"ember {op} failed on rank {self._rank} of {self._size}: {e}") from e
 
+    def _launch(self, op: str, dev: torch.device, result: List[torch.Tensor],
+                job: Callable[[], None], keep: Sequence = ()) -> "dist.Work":
+        """Run `job` (which works on host views) in the group's order: for CPU tensors to
+        completion, as Gloo does; for ember tensors in stream order, returning at once (comm.py)."""
+        if dev.type != "ember":
+            self._comm.call(op, job)
+            return completed(result)
+        return self._comm.launch(op, dev, result, [result, list(keep)], job, self._timeout)
+
     def _plan(self, op: str, reduce_op, tensors: Sequence[torch.Tensor]) -> reduce_ops.Plan:
         return reduce_ops.plan(op, reduce_op, self._size, tensors[0].dtype)
 
@@ -70,22 +82,28 @@ class EmberProcessGroup(dist.ProcessGroup):
         if not 0 <= root < self._size:
             raise DistributedError(f"ember {op}: root rank {root} is outside the group of {self._size}")
 
+    def _coalesced(self, works: list, result: List[torch.Tensor]) -> "dist.Work":
+        # Jobs finish in call order, so the last one's Work stands for them all.
+        return works[-1] if works else completed(result)
+
     # ---- all-reduce ----
     def allreduce(self, tensors: List[torch.Tensor], opts=None):
         opts = opts if opts is not None else c10d.AllreduceOptions()
         op = "all_reduce"
         dev = check_devices(op, tensors)
         plan = self._plan(op, opts.reduceOp, tensors)
-        synchronize(dev)
-        hosts = [to_host(t) for t in tensors]
-        for h in hosts:
-            plan.before(h)
         gloo_opts = self._reduce_opts(c10d.AllreduceOptions, opts, plan)
-        self._gloo_call(op, lambda: self._gloo.allreduce(hosts, gloo_opts))
-        for h in hosts:
-            plan.after(h)
-        copy_back(tensors, hosts)
-        return completed(tensors)
+        views = host_views(tensors)
+
+        def job():
+            hosts = [to_host(t) for t in views]
+            for h in hosts:
+                plan.before(h)
+            self._gloo_call(op, lambda: self._gloo.allreduce(hosts, gloo_opts))
+            for h in hosts:
+                plan.after(h)
+            copy_back(views, hosts)
+        return self._launch(op, dev, list(tensors), job)
 
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts=None):
         opts = opts if opts is not None else c10d.AllreduceCoalescedOptions()
@@ -93,9 +111,7 @@ class EmberProcessGroup(dist.ProcessGroup):
         one = c10d.AllreduceOptions()
         one.reduceOp = opts.reduceOp
         one.timeout = opts.timeout
-        for t in tensors:
-            self.allreduce([t], one)
-        return completed(tensors)
+        return self._coalesced([self.allreduce([t], one) for t in tensors], list(tensors))
 
     # ---- broadcast ----
     def broadcast(self, tensors: List[torch.Tensor], opts=None):
@@ -103,11 +119,13 @@ class EmberProcessGroup(dist.ProcessGroup):
         op = "broadcast"
         dev = check_devices(op, tensors)
         self._root_ok(op, opts.rootRank)
-        synchronize(dev)
-        hosts = [to_host(t) for t in tensors]
-        self._gloo_call(op, lambda: self._gloo.broadcast(hosts, opts))
-        copy_back(tensors, hosts)
-        return completed(tensors)
+        views = host_views(tensors)
+
+        def job():
+            hosts = [to_host(t) for t in views]
+            self._gloo_call(op, lambda: self._gloo.broadcast(hosts, opts))
+            copy_back(views, hosts)
+        return self._launch(op, dev, list(tensors), job)
 
     # ---- all-gather ----
     def allgather(self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor],
@@ -115,12 +133,14 @@ class EmberProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else c10d.AllgatherOptions()
         op = "all_gather"
         dev = check_devices(op, flat(output_tensors) + list(input_tensors))
-        synchronize(dev)
-        hosts_in = [to_host(t) for t in input_tensors]
-        hosts_out = [[host_buffer(t) for t in group] for group in output_tensors]
-        self._gloo_call(op, lambda: self._gloo.allgather(hosts_out, hosts_in, opts))
-        copy_back(flat(output_tensors), flat(hosts_out))
-        return completed(flat(output_tensors))
+        views_out, views_in = host_views(output_tensors), host_views(input_tensors)
+
+        def job():
+            hosts_in = [to_host(t) for t in views_in]
+            hosts_out = [[host_buffer(t) for t in group] for group in views_out]
+            self._gloo_call(op, lambda: self._gloo.allgather(hosts_out, hosts_in, opts))
+            copy_back(flat(views_out), flat(hosts_out))
+        return self._launch(op, dev, flat(output_tensors), job, keep=input_tensors)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts=None):
         opts = opts if opts is not None else c10d.AllgatherOptions()
@@ -130,11 +150,13 @@ class EmberProcessGroup(dist.ProcessGroup):
             raise DistributedError(
                 f"ember {op}: output has {output.numel()} elements, expected "
                 f"{self._size} x {input.numel()}")
-        synchronize(dev)
-        host_in, host_out = to_host(input), host_buffer(output)
-        self._gloo_call(op, lambda: self._gloo._allgather_base(host_out, host_in, opts))
-        copy_back([output], [host_out])
-        return completed([output])
+        view_out, view_in = host_view(output), host_view(input)
+
+        def job():
+            host_in, host_out = to_host(view_in), host_buffer(view_out)
+            self._gloo_call(op, lambda: self._gloo._allgather_base(host_out, host_in, opts))
+            copy_back([view_out], [host_out])
+        return self._launch(op, dev, [output], job, keep=[input])
 
     _allgather_base = all_gather_single
 
@@ -142,9 +164,8 @@ class EmberProcessGroup(dist.ProcessGroup):
                                     opts=None):
         opts = opts if opts is not None else c10d.AllgatherOptions()
         check_devices("all_gather_into_tensor_coalesced", list(outputs) + list(inputs))
-        for o, i in zip(outputs, inputs):
-            self.all_gather_single(o, i, opts)
-        return completed(list(outputs))
+        works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
+        return self._coalesced(works, list(outputs))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -152,9 +173,9 @@ class EmberProcessGroup(dist.ProcessGroup):
                             input_tensors: List[torch.Tensor], opts=None):
         opts = opts if opts is not None else c10d.AllgatherOptions()
         check_devices("all_gather_coalesced", flat(output_lists) + list(input_tensors))
-        for j, t in enumerate(input_tensors):
-            self.allgather([[group[j] for group in output_lists]], [t], opts)
-        return completed(flat(output_lists))
+        works = [self.allgather([[group[j] for group in output_lists]], [t], opts)
+                 for j, t in enumerate(input_tensors)]
+        return self._coalesced(works, flat(output_lists))
 
     # ---- reduce-scatter ----
     def reduce_scatter(self, output_tensors: List[torch.Tensor],
@@ -163,18 +184,20 @@ class EmberProcessGroup(dist.ProcessGroup):
         op = "reduce_scatter"
         dev = check_devices(op, list(output_tensors) + flat(input_tensors))
         plan = self._plan(op, opts.reduceOp, output_tensors)
-        synchronize(dev)
-        hosts_in = [[to_host(t, copy=plan.needs_input_copy()) for t in group]
-                    for group in input_tensors]
-        for h in flat(hosts_in):
-            plan.before(h)
-        hosts_out = [host_buffer(t) for t in output_tensors]
         gloo_opts = self._reduce_opts(c10d.ReduceScatterOptions, opts, plan)
-        self._gloo_call(op, lambda: self._gloo.reduce_scatter(hosts_out, hosts_in, gloo_opts))
-        for h in hosts_out:
-            plan.after(h)
-        copy_back(output_tensors, hosts_out)
-        return completed(list(output_tensors))
+        views_out, views_in = host_views(output_tensors), host_views(input_tensors)
+
+        def job():
+            hosts_in = [[to_host(t, copy=plan.needs_input_copy()) for t in group]
+                        for group in views_in]
+            for h in flat(hosts_in):
+                plan.before(h)
+            hosts_out = [host_buffer(t) for t in views_out]
+            self._gloo_call(op, lambda: self._gloo.reduce_scatter(hosts_out, hosts_in, gloo_opts))
+            for h in hosts_out:
+                plan.after(h)
+            copy_back(views_out, hosts_out)
+        return self._launch(op, dev, list(output_tensors), job, keep=input_tensors)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts=None):
         opts = opts if opts is not None else c10d.ReduceScatterOptions()
@@ -185,15 +208,17 @@ class EmberProcessGroup(dist.ProcessGroup):
                 f"ember {op}: input has {input.numel()} elements, expected "
                 f"{self._size} x {output.numel()}")
         plan = self._plan(op, opts.reduceOp, [output])
-        synchronize(dev)
-        host_in = to_host(input, copy=plan.needs_input_copy())
-        plan.before(host_in)
-        host_out = host_buffer(output)
         gloo_opts = self._reduce_opts(c10d.ReduceScatterOptions, opts, plan)
-        self._gloo_call(op, lambda: self._gloo._reduce_scatter_base(host_out, host_in, gloo_opts))
-        plan.after(host_out)
-        copy_back([output], [host_out])
-        return completed([output])
+        view_out, view_in = host_view(output), host_view(input)
+
+        def job():
+            host_in = to_host(view_in, copy=plan.needs_input_copy())
+            plan.before(host_in)
+            host_out = host_buffer(view_out)
+            self._gloo_call(op, lambda: self._gloo._reduce_scatter_base(host_out, host_in, gloo_opts))
+            plan.after(host_out)
+            copy_back([view_out], [host_out])
+        return self._launch(op, dev, [output], job, keep=[input])
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -201,9 +226,8 @@ class EmberProcessGroup(dist.ProcessGroup):
                                         inputs: List[torch.Tensor], opts=None):
         opts = opts if opts is not None else c10d.ReduceScatterOptions()
         check_devices("reduce_scatter_tensor_coalesced", list(outputs) + list(inputs))
-        for o, i in zip(outputs, inputs):
-            self.reduce_scatter_single(o, i, opts)
-        return completed(list(outputs))
+        works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
+        return self._coalesced(works, list(outputs))
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -213,12 +237,15 @@ class EmberProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else c10d.AllToAllOptions()
         op = "all_to_all_single"
         dev = check_devices(op, [output, input])
-        synchronize(dev)
-        host_in, host_out = to_host(input), host_buffer(output)
-        self._gloo_call(op, lambda: self._gloo.alltoall_base(
-            host_out, host_in, list(output_split_sizes), list(input_split_sizes), opts))
-        copy_back([output], [host_out])
-        return completed([output])
+        view_out, view_in = host_view(output), host_view(input)
+        out_splits, in_splits = list(output_split_sizes), list(input_split_sizes)
+
+        def job():
+            host_in, host_out = to_host(view_in), host_buffer(view_out)
+            self._gloo_call(op, lambda: self._gloo.alltoall_base(
+                host_out, host_in, out_splits, in_splits, opts))
+            copy_back([view_out], [host_out])
+        return self._launch(op, dev, [output], job, keep=[input])
 
     alltoall_base = all_to_all_single
 
@@ -232,16 +259,18 @@ class EmberProcessGroup(dist.ProcessGroup):
         dtypes = {t.dtype for t in list(output_tensors) + list(input_tensors)}
         if len(dtypes) != 1:
             raise DistributedError(f"ember {op}: all tensors must have one dtype, got {dtypes}")
-        synchronize(dev)
-        host_in = torch.cat([to_host(t).reshape(-1) for t in input_tensors])
-        host_out = torch.empty(sum(t.numel() for t in output_tensors), dtype=host_in.dtype)
+        views_out, views_in = host_views(output_tensors), host_views(input_tensors)
         out_splits = [t.numel() for t in output_tensors]
         in_splits = [t.numel() for t in input_tensors]
-        self._gloo_call(op, lambda: self._gloo.alltoall_base(
-            host_out, host_in, out_splits, in_splits, opts))
-        pieces = [p.view(t.shape) for p, t in zip(host_out.split(out_splits), output_tensors)]
-        copy_back(list(output_tensors), pieces)
-        return completed(list(output_tensors))
+
+        def job():
+            host_in = torch.cat([to_host(t).reshape(-1) for t in views_in])
+            host_out = torch.empty(sum(out_splits), dtype=host_in.dtype)
+            self._gloo_call(op, lambda: self._gloo.alltoall_base(
+                host_out, host_in, out_splits, in_splits, opts))
+            pieces = [p.view(t.shape) for p, t in zip(host_out.split(out_splits), views_out)]
+            copy_back(views_out, pieces)
+        return self._launch(op, dev, list(output_tensors), job, keep=input_tensors)
 
     # ---- rooted collectives ----
     def reduce(self, tensors: List[torch.Tensor], opts=None):
@@ -251,20 +280,22 @@ class EmberProcessGroup(dist.ProcessGroup):
         self._root_ok(op, opts.rootRank)
         plan = self._plan(op, opts.reduceOp, tensors)
         is_root = self._rank == opts.rootRank
-        synchronize(dev)
-        # Gloo may use a non-root rank's buffer as scratch: only the root's tensor changes.
-        hosts = [to_host(t, copy=not is_root) for t in tensors]
-        for h in hosts:
-            plan.before(h)
         gloo_opts = self._reduce_opts(c10d.ReduceOptions, opts, plan)
         gloo_opts.rootRank = opts.rootRank
         gloo_opts.rootTensor = opts.rootTensor
-        self._gloo_call(op, lambda: self._gloo.reduce(hosts, gloo_opts))
-        if is_root:
+        views = host_views(tensors)
+
+        def job():
+            # Gloo may use a non-root rank's buffer as scratch: only the root's tensor changes.
+            hosts = [to_host(t, copy=not is_root) for t in views]
             for h in hosts:
-                plan.after(h)
-            copy_back(tensors, hosts)
-        return completed(tensors)
+                plan.before(h)
+            self._gloo_call(op, lambda: self._gloo.reduce(hosts, gloo_opts))
+            if is_root:
+                for h in hosts:
+                    plan.after(h)
+                copy_back(views, hosts)
+        return self._launch(op, dev, list(tensors), job)
 
     def gather(self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor],
                opts=None):
@@ -272,12 +303,14 @@ class EmberProcessGroup(dist.ProcessGroup):
         op = "gather"
         dev = check_devices(op, flat(output_tensors) + list(input_tensors))
         self._root_ok(op, opts.rootRank)
-        synchronize(dev)
-        hosts_in = [to_host(t) for t in input_tensors]
-        hosts_out = [[host_buffer(t) for t in group] for group in output_tensors]
-        self._gloo_call(op, lambda: self._gloo.gather(hosts_out, hosts_in, opts))
-        copy_back(flat(output_tensors), flat(hosts_out))
-        return completed(flat(output_tensors))
+        views_out, views_in = host_views(output_tensors), host_views(input_tensors)
+
+        def job():
+            hosts_in = [to_host(t) for t in views_in]
+            hosts_out = [[host_buffer(t) for t in group] for group in views_out]
+            self._gloo_call(op, lambda: self._gloo.gather(hosts_out, hosts_in, opts))
+            copy_back(flat(views_out), flat(hosts_out))
+        return self._launch(op, dev, flat(output_tensors), job, keep=input_tensors)
 
     def scatter(self, output_tensors: List[torch.Tensor], input_tensors: List[List[torch.Tensor]],
                 opts=None):
@@ -285,12 +318,14 @@ class EmberProcessGroup(dist.ProcessGroup):
         op = "scatter"
         dev = check_devices(op, list(output_tensors) + flat(input_tensors))
         self._root_ok(op, opts.rootRank)
-        synchronize(dev)
-        hosts_in = [[to_host(t) for t in group] for group in input_tensors]
-        hosts_out = [host_buffer(t) for t in output_tensors]
-        self._gloo_call(op, lambda: self._gloo.scatter(hosts_out, hosts_in, opts))
-        copy_back(list(output_tensors), hosts_out)
-        return completed(list(output_tensors))
+        views_out, views_in = host_views(output_tensors), host_views(input_tensors)
+
+        def job():
+            hosts_in = [[to_host(t) for t in group] for group in views_in]
+            hosts_out = [host_buffer(t) for t in views_out]
+            self._gloo_call(op, lambda: self._gloo.scatter(hosts_out, hosts_in, opts))
+            copy_back(views_out, hosts_out)
+        return self._launch(op, dev, list(output_tensors), job, keep=flat(input_tensors))
 
     # ---- point-to-point: posted now, finished in wait() ----
     def _post(self, op: str, issue: Callable[[], "dist.Work"]) -> "dist.Work":
@@ -305,40 +340,52 @@ class EmberProcessGroup(dist.ProcessGroup):
             raise DistributedError(
                 f"ember {op}: peer rank {peer} is invalid for rank {self._rank} of {self._size}")
 
+    # Point-to-point ops run on host views like collectives, but are posted to Gloo at the call
+    # (after the current stream has produced or finished with the tensors) and finished in
+    # wait(): a send queued behind a collective that waits for this rank's peer would deadlock.
     def send(self, tensors: List[torch.Tensor], dst: int, tag: int = 0):
         op = f"send to rank {dst}"
         dev = check_devices("send", tensors)
         self._peer_ok("send", dst)
-        synchronize(dev)
-        hosts = [to_host(t) for t in tensors]
+        _current_stream_done(dev)
+        hosts = [to_host(v) for v in host_views(tensors)]
         inner = self._post(op, lambda: self._gloo.send(hosts, dst, tag))
         return PendingWork(op, inner, lambda: hosts, list(tensors), self._timeout)
 
     def recv(self, tensors: List[torch.Tensor], src: int, tag: int = 0):
         op = f"recv from rank {src}"
-        check_devices("recv", tensors)
+        dev = check_devices("recv", tensors)
         self._peer_ok("recv", src)
-        hosts = [host_buffer(t) for t in tensors]
+        _current_stream_done(dev)
+        views = host_views(tensors)
+        hosts = [host_buffer(v) for v in views]
         inner = self._post(op, lambda: self._gloo.recv(hosts, src, tag))
-        return PendingWork(op, inner, lambda: copy_back(tensors, hosts), list(tensors),
+        return PendingWork(op, inner, lambda: copy_back(views, hosts), list(tensors),
                            self._timeout)
 
     def recv_anysource(self, tensors: List[torch.Tensor], tag: int = 0):
         op = "recv from any rank"
-        check_devices("recv", tensors)
-        hosts = [host_buffer(t) for t in tensors]
+        dev = check_devices("recv", tensors)
+        _current_stream_done(dev)
+        views = host_views(tensors)
+        hosts = [host_buffer(v) for v in views]
         inner = self._post(op, lambda: self._gloo.recv_anysource(hosts, tag))
-        work = _AnySourceWork(op, inner, lambda: copy_back(tensors, hosts), list(tensors),
+        work = _AnySourceWork(op, inner, lambda: copy_back(views, hosts), list(tensors),
                               self._timeout)
         return work
 
-    # ---- coalescing: torch.distributed's coalescing manager replays the recorded ops through
-    # the *_coalesced methods above, which run to completion; nothing is left to flush ----
+    # ---- coalescing: the fast path calls the *_coalesced methods above; the old style calls
+    # each op as usual between these two, and waits on what _end_coalescing returns ----
     def _start_coalescing(self, device) -> None:
         pass
 
     def _end_coalescing(self, device):
-        return completed([])
+        device = torch.device(device) if device is not None else None
+        if device is None or device.type != "ember":
+            return completed([])
+        index = device.index if device.index is not None else torch.ember.current_device()
+        last = self._comm.last.get(index)
+        return last if last is not None else completed([])
 
     # ---- synchronization ----
     def barrier(self, opts=None):
@@ -346,25 +393,37 @@ class EmberProcessGroup(dist.ProcessGroup):
         if opts is not None:
             o.timeout = opts.timeout
         synchronize(torch.device("ember", torch.ember.current_device()))
-        self._gloo_call("barrier", lambda: self._gloo.barrier(o))
+        self._comm.call("barrier", lambda: self._gloo_call("barrier", lambda: self._gloo.barrier(o)))
         return completed([])
 
     def monitored_barrier(self, timeout=None, wait_all_ranks: bool = False):
         timeout = timeout if timeout is not None else self._timeout
-        try:
-            self._gloo.monitored_barrier(timeout, wait_all_ranks)
-        except Exception as e:  # noqa: BLE001
-            raise DistributedError(f"ember monitored_barrier failed on rank {self._rank}: {e}") from e
+
+        def job():
+            try:
+                self._gloo.monitored_barrier(timeout, wait_all_ranks)
+            except Exception as e:  # noqa: BLE001
+                raise DistributedError(
+                    f"ember monitored_barrier failed on rank {self._rank}: {e}") from e
+        self._comm.call("monitored_barrier", job)
 
     def set_timeout(self, timeout: timedelta) -> None:
         self._timeout = timeout
         self._gloo.set_timeout(timeout)
 
     def shutdown(self) -> None:
+        self._comm.drain(self._timeout.total_seconds())
+        self._comm.close("the process group was shut down")
         self._gloo.shutdown()
 
     def abort(self) -> None:
+        self._comm.close("the process group was aborted")
         self._gloo.abort()
+
+
+def _current_stream_done(device: torch.device) -> None:
+    if device.type == "ember":
+        torch.accelerator.current_stream(device.index).synchronize()
 
 
 class _AnySourceWork(PendingWork):

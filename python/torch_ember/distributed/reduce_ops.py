@@ -11,7 +11,7 @@ from typing import Optional, Union
 import torch
 import torch.distributed as dist
 
-from .staging import DistributedError
+from .staging import DistributedError, host_view
 
 _NATIVE = ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")
 
@@ -30,7 +30,8 @@ class Plan:
         if self.premul is not None:
             f = self.premul
             if isinstance(f, torch.Tensor):
-                f = f.detach().to("cpu", host.dtype if host.is_floating_point() else torch.float64)
+                # read through a host view: an ember copy would queue behind the caller's stream
+                f = host_view(f.detach()).to(host.dtype if host.is_floating_point() else torch.float64)
             host.mul_(f)
 
     def after(self, host: torch.Tensor) -> None:

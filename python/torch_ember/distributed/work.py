@@ -1,13 +1,13 @@
-"""Work objects for the ember process group.
+"""Work objects for the ember process group's CPU-tensor ops and point-to-point ops (collectives
+on ember tensors return comm.py's EmberWork).
 
-Collectives run to completion before they return (staging needs the results on the host
-anyway), so their Work wraps an already completed Future holding the output tensors: wait()
-returns at once, is_completed() is true, and get_future().value() is the list DDP's reducer and
-communication hooks expect.
+An op on CPU tensors runs to completion before it returns, as Gloo's do, so its Work wraps an
+already completed Future holding the output tensors: wait() returns at once, is_completed() is
+true, and get_future().value() is the list DDP's reducer and communication hooks expect.
 
 Point-to-point ops must not block at the call: `isend` on both ranks before either `irecv`
 would deadlock. Their Work keeps the posted Gloo work and finishes (waits, then copies a received
-message into the ember tensor) in wait(), or on a helper thread once get_future() is asked for.
+message into a strided tensor) in wait(), or on a helper thread once get_future() is asked for.
 """
 import threading
 from datetime import timedelta
