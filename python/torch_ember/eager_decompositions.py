@@ -218,6 +218,8 @@ def _kernel(name: str):
     op = _overload(name)
     base, _, overload = name.partition(".")
     decomposition = None
+    # The out= argument's name: "out", or "grad_input" for the backward ops' out forms.
+    out_name = next((a.name for a in op._schema.arguments if a.is_out), "out")
 
     def kernel(*args, **kwargs):
         nonlocal decomposition
@@ -233,17 +235,24 @@ def _kernel(name: str):
             decomposition = OWN.get(name) or decomposition_table[op]
         if not _broadcast_fits(base, args):
             return _cpu(op, base, overload, args, kwargs)
-        out = kwargs.get("out")
+        out = kwargs.get(out_name)
         # An out= dtype that differs from the result's is the CPU kernel's question (the
         # decomposition would cast where the kernel may refuse): the result is computed without
         # out= first, then compared. A factory's out= sets the dtype itself: nothing to compare.
+        # Computing first also keeps out= the caller's tensor: a decomposition that computes
+        # half-precision inputs in float (pw_cast_for_opmath) casts its out= argument too, and
+        # would write the result into that float copy.
         functional = isinstance(out, torch.Tensor) and bool(_tensors(list(args), []))
         running.add(name)
         try:
             result = None
             if functional:
+                plain = _functional_decomposition(base)
                 try:
-                    result = decomposition(*args, **{**kwargs, "out": None})
+                    if plain is not None:
+                        result = plain(*args, **{k: v for k, v in kwargs.items() if k != out_name})
+                    else:
+                        result = decomposition(*args, **{**kwargs, out_name: None})
                 except TypeError:  # no functional form: the decomposition's own out= checks apply
                     pass
                 functional = isinstance(result, torch.Tensor)
@@ -263,6 +272,17 @@ def _kernel(name: str):
         return result
 
     return kernel
+
+
+def _functional_decomposition(base: str):
+    """The decomposition of an out= op's functional overload (huber_loss_backward for
+    huber_loss_backward.out), when there is one: some out= decompositions cannot run without
+    their out tensor."""
+    from torch._decomp import decomposition_table
+
+    packet = getattr(torch.ops.aten, base, None)
+    default = getattr(packet, "default", None) if packet is not None else None
+    return decomposition_table.get(default) if default is not None else None
 
 
 # In-place ops whose tensor operands broadcast against self.

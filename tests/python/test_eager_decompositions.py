@@ -134,12 +134,16 @@ def test_matches_cpu(name, dtype):
                                        atol=1e-6 if dtype == torch.float32 else 1e-9)
 
 
-@pytest.mark.parametrize("name", ["hardswish", "mish", "reflection_pad2d", "smooth_l1_loss", "glu"])
+# The losses reach their backward's grad_input= form, whose decomposition computes bfloat16 in
+# float: the result once went into a float copy of grad_input, leaving the gradient all zeros
+# (small enough, under a mean, to pass an absolute tolerance of 2e-2).
+@pytest.mark.parametrize("name", ["hardswish", "mish", "reflection_pad2d", "smooth_l1_loss", "huber_loss",
+                                  "glu", "elu_module"])
 def test_bfloat16(name, native_only):
     fn, inputs = CASES[name]
     for a, b in zip(run(fn, inputs, "ember", torch.bfloat16), run(fn, inputs, "cpu", torch.bfloat16)):
         if a is not None:
-            torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+            torch.testing.assert_close(a, b, rtol=2e-2, atol=1e-3)
 
 
 def test_inputs_the_decomposition_does_not_serve_take_the_cpu_fallback():
