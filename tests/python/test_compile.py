@@ -1,6 +1,7 @@
 """torch.compile(backend="ember"): compiled results match eager and the CPU (forward and
 backward), untranslatable ops fail with CompileError naming op and line or run eagerly under
 fallback="eager", and compiled graphs persist in a cache that other processes share."""
+import copy
 import json
 import os
 import subprocess
@@ -588,3 +589,24 @@ def test_index_maps_fuse_forward_and_backward(name):
     torch.testing.assert_close(xe.grad.cpu(), xc.grad)
     recs = torch_ember.compile_stats()
     assert recs and all(not r["library_ops"] for r in recs), [r["library_ops"] for r in recs]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("module", [torch.nn.BatchNorm1d, torch.nn.InstanceNorm1d])
+def test_half_precision_batch_norm_trains_compiled(module, dtype):
+    # The device's batch-norm statistics stay in the input dtype, where PyTorch's meta function
+    # promises float32: the backward graph, compiled for float32, gets them cast, not refused.
+    torch.manual_seed(0)
+    ref = module(6, affine=True).to(dtype)
+    m = copy.deepcopy(ref).to("ember")
+    x = torch.randn(4, 6, 8).to(dtype)
+    xe = x.to("ember").requires_grad_()
+    xc = x.clone().requires_grad_()
+    ye = torch.compile(m, backend="ember")(xe)
+    yc = ref(xc)
+    (ye.float() * torch.linspace(-1, 1, ye.numel()).reshape(ye.shape).to("ember")).sum().backward()
+    (yc.float() * torch.linspace(-1, 1, yc.numel()).reshape(yc.shape)).sum().backward()
+    torch.testing.assert_close(ye.cpu(), yc, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=5e-2, atol=2e-2)
+    for a, b in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=5e-2, atol=5e-2)

@@ -87,26 +87,34 @@ class CompiledGraph:
         ins = [args[i] for i in self._positions]
         for i in self._move:
             ins[i] = ins[i].to(self._device)
+        copied = []
         if any(t.dtype != d for t, d in zip(ins, self._dtypes)):
-            # The executable reads its inputs' memory as the dtypes it was compiled for: a
-            # different one (an eager step that disagreed with its meta function) would be
-            # reinterpreted bytes, so refuse instead.
-            got = [(i, t.dtype, d) for i, (t, d) in enumerate(zip(ins, self._dtypes)) if t.dtype != d]
-            raise RuntimeError(f"ember: compiled graph input {got[0][0]} is {got[0][1]}, but the graph was "
-                               f"compiled for {got[0][2]} (an eager step produced another dtype than PyTorch's "
-                               "meta function promised)")
+            # An eager step whose result dtype differs from what its meta function promised
+            # (native_batch_norm's statistics stay bfloat16 on the device, the meta function says
+            # float32) hands the graph another dtype than it was compiled for. The executable
+            # would read the bytes as the traced dtype, so the input is cast to it: exact for a
+            # widening, and the traced program's own precision otherwise. An input the graph
+            # writes in place gets the result back.
+            for i, (t, d) in enumerate(zip(ins, self._dtypes)):
+                if t.dtype != d:
+                    ins[i] = t.to(d)
+                    copied.append((i, t, ins[i]))
         strides = [t.stride() for t in ins]
         if strides != self._strides:
-            self._copied = []
+            self._copied = copied
             self._use_variant(ins, strides)
-            if self._copied:
-                return self._run_copied(args, ins)
+            copied = self._copied
+        if copied:
+            self._copied = copied
+            return self._run_copied(args, ins)
         return self._run(args, ins)
 
     def _run_copied(self, args, ins):
         copied, self._copied = self._copied, []
         res = self._run(args, ins)
-        for i, orig, copy in copied:  # an input the graph writes in place gets the result back
+        # An input the graph writes in place gets the result back (newest copy first: a cast
+        # input may have been copied again into the traced strides).
+        for i, orig, copy in reversed(copied):
             if i in self._written:
                 orig.copy_(copy)
         return res
