@@ -79,3 +79,24 @@ def test_compiled_checkpoint_with_dropout_recomputes_the_same_mask():
     kept = (y != 0).float() / (1 - p)  # the mask the forward drew (lin's outputs are never 0 here)
     assert 0.5 < kept.count_nonzero().item() / kept.numel() < 0.9
     torch.testing.assert_close(x.grad, kept @ lin.weight, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compiled_checkpoint_with_dropout_over_several_shapes(dynamic):
+    # A recompile with symbolic shapes leaves the RNG-state wrappers in the graph as
+    # higher-order ops: they run as library steps (their ember implementations), not a refusal.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8).to("ember")
+    p = 0.3
+
+    def f(x):
+        return checkpoint(lambda t: F.dropout(lin(t), p), x, use_reentrant=False)
+
+    step = torch.compile(f, backend="ember", dynamic=dynamic)
+    for n in (16, 24, 40):
+        lin.zero_grad()
+        x = torch.randn(n, 8, device="ember", requires_grad=True)
+        y = step(x)
+        y.sum().backward()
+        kept = (y != 0).float() / (1 - p)
+        torch.testing.assert_close(x.grad, kept @ lin.weight, rtol=1e-5, atol=1e-5)

@@ -63,15 +63,28 @@ def _bind_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
 
     g = copy.deepcopy(gm)
     placeholders = [n for n in g.graph.nodes if n.op == "placeholder"]
-    for ph, a in zip(placeholders, args):
-        if not _is_lifted_scalar(a):
-            continue
+    _bind_into(g, {ph: a.item() for ph, a in zip(placeholders, args) if _is_lifted_scalar(a)})
+    return g
+
+
+def _bind_into(g: torch.fx.GraphModule, values: dict) -> None:
+    """Replace .item() of the placeholders in `values`, here and in the subgraphs of the
+    higher-order ops they are passed to (a checkpointed region's body reads a dropout p there)."""
+    for ph, value in values.items():
         for user in list(ph.users):
             if user.op == "call_method" and user.target == "item":
-                user.replace_all_uses_with(a.item())
+                user.replace_all_uses_with(value)
                 g.graph.erase_node(user)
+            elif user.op == "call_function" and user.args and isinstance(user.args[0], torch.fx.Node) \
+                    and user.args[0].op == "get_attr":
+                body = getattr(g, user.args[0].target, None)
+                operands = [a for a in user.args[1:] if isinstance(a, torch.fx.Node)]
+                if not isinstance(body, torch.fx.GraphModule):
+                    continue
+                inner = [n for n in body.graph.nodes if n.op == "placeholder"]
+                if len(inner) == len(operands):
+                    _bind_into(body, {inner[k]: value for k, a in enumerate(operands) if a is ph})
     g.recompile()
-    return g
 
 
 def _specializing(gm, options):

@@ -85,10 +85,13 @@ def eager_route(target) -> str:
 # math reference, forward and backward; control flow, whose branches and bodies are subgraphs of
 # ember ops; user-defined Triton kernels, which Dynamo and triton_op custom ops put in a graph as
 # triton_kernel_wrapper_* nodes and whose eager implementation launches the kernel through
-# Ember's Triton backend): they are library steps of a compiled graph, as in eager mode.
+# Ember's Triton backend; the RNG-state wrappers AOTAutograd puts around random ops in a
+# checkpointed region, which integrations/_rng_prims.py gives ember implementations): they are
+# library steps of a compiled graph, as in eager mode.
 EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward", "cond", "while_loop", "invoke_subgraph",
                                 "map_impl", "scan", "triton_kernel_wrapper_mutation",
-                                "triton_kernel_wrapper_functional"})
+                                "triton_kernel_wrapper_functional", "run_and_save_rng_state",
+                                "run_with_rng_state"})
 
 
 def runs_eagerly_on_ember(target) -> bool:
