@@ -113,3 +113,21 @@ def test_gqa_and_return_lse():
     s = q.cpu() @ kr.transpose(-1, -2) / math.sqrt(D)
     torch.testing.assert_close(out.cpu(), s.softmax(-1) @ vr, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(lse.cpu(), s.logsumexp(-1), rtol=1e-4, atol=1e-5)
+
+
+def test_transformers_flex_attention_in_an_eager_model():
+    # transformers compiles flex_attention for eager models with the default backend (Inductor),
+    # which cannot generate code for ember: ember queries are compiled by Ember instead.
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    cfg = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=2, intermediate_size=64, vocab_size=100)
+    torch.manual_seed(0)
+    ref = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa").eval()
+    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="flex_attention")
+    model.load_state_dict(ref.state_dict())
+    model = model.to("ember").eval()
+    ids = torch.randint(0, 100, (2, 8))
+    with torch.no_grad():
+        got = model(ids.to("ember")).logits.cpu()
+        want = ref(ids).logits
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

@@ -36,6 +36,7 @@ _PATCHES = {
     "safetensors": ("_safetensors", "patch_safe_open"),
     "transformers.training_args": ("_transformers", "patch_training_args"),
     "transformers.utils.import_utils": ("_transformers", "patch_is_tracing"),
+    "transformers.integrations.flex_attention": ("_transformers", "patch_flex_attention"),
     "lightning.pytorch.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),
     "lightning.pytorch.accelerators": ("_lightning", "register_accelerator"),
     "pytorch_lightning.trainer.connectors.accelerator_connector": ("_lightning", "patch_connector"),

@@ -1,4 +1,5 @@
-"""transformers: bf16 on ember, and ember graph capture counts as tracing.
+"""transformers: bf16 on ember, ember graph capture counts as tracing, and flex attention in eager
+models compiles for ember.
 
 `TrainingArguments(bf16=True)` raises unless `is_torch_bf16_gpu_available()` is true, and that
 check knows only CUDA, XPU, NPU, MLU, MUSA, HPU and MPS. When the Trainer's device will be ember
@@ -7,6 +8,11 @@ check knows only CUDA, XPU, NPU, MLU, MUSA, HPU and MPS. When the Trainer's devi
 `is_tracing()` tells models to skip data-dependent checks (the packed-sequence test of the mask
 helpers reads a value back) while Dynamo traces or a CUDA/XPU stream captures a graph; an ember
 graph capture refuses such reads, so it counts too.
+
+`attn_implementation="flex_attention"` in an eager model wraps flex_attention in
+`torch.compile` with the default backend (Inductor), which has no code generator for ember
+tensors: the model failed at its first forward. For ember queries the wrapper compiles it with
+`backend="ember"` instead (once per process, as transformers does).
 """
 import functools
 import os
@@ -36,3 +42,21 @@ def patch_is_tracing(module) -> None:
         return original()
 
     module.is_xpu_stream_capturing = is_xpu_stream_capturing
+
+
+def patch_flex_attention(module) -> None:
+    original = getattr(module, "compile_friendly_flex_attention", None)
+    if original is None or getattr(original, "_ember", False):
+        return
+    compiled = []
+
+    @functools.wraps(original)
+    def compile_friendly_flex_attention(query, key, value, training=False, **kwargs):
+        if query.device.type != "ember" or module.is_torchdynamo_compiling():
+            return original(query, key, value, training=training, **kwargs)
+        if not compiled:
+            compiled.append(torch.compile(module.flex_attention, backend="ember"))
+        return compiled[0](query, key, value, **kwargs)
+
+    compile_friendly_flex_attention._ember = True
+    module.compile_friendly_flex_attention = compile_friendly_flex_attention
