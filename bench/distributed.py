@@ -4,7 +4,9 @@
               backend, and on CPU tensors of the same sizes through a Gloo group of the same
               processes; ratio = ember / gloo (1.0 = no cost over Gloo itself)
   ddp         median DDP training-step time (forward, backward with gradient all-reduce,
-              SGD step) of an MLP on ember, 1 process against 2, at the same per-process batch
+              SGD step) of an MLP on ember, 1 process against 2, at the same per-process batch;
+              overlap = the fraction of the all-reduce time (its spans on the communication
+              stream, from a profiler trace of one step) during which compute kernels ran
   fsdp2       median FSDP2 (fully_shard per layer) training-step time of a small transformer
               with AdamW, on ember through the ember backend against the same on CPU tensors
               through Gloo, in the same number of processes; ratio = gloo time / ember time
@@ -12,7 +14,8 @@
 
 Bus bandwidth follows nccl-tests: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n.
 Ranks are processes on this one machine over loopback, sharing its cores.
-Collectives finish before they return (no communication stream yet), so nothing overlaps.
+Collectives on ember tensors run on a communication stream, so DDP's bucket all-reduces can
+overlap the rest of the backward pass.
 Usage: python bench/distributed.py [--world 2] [--sizes 4096,262144,4194304] [--iters 10]"""
 import argparse
 import datetime
@@ -96,10 +99,36 @@ def worker_ddp(rank: int, world: int, store_path: str, steps: int) -> dict:
         torch.ember.synchronize()
         if i >= 2:
             times.append(time.perf_counter() - t0)
+    import torch_ember.profiler as ember_profiler
+
+    with ember_profiler.profile() as prof:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+        torch.ember.synchronize()
     import torch.distributed as dist
     dist.destroy_process_group()
     params = sum(p.numel() for p in model.parameters())
-    return {"step_ms": round(statistics.median(times) * 1e3, 2), "params": params}
+    return {"step_ms": round(statistics.median(times) * 1e3, 2), "params": params,
+            "overlap": _overlap_fraction(prof.records)}
+
+
+def _overlap_fraction(records) -> float:
+    """Of the time collectives held the communication stream ("ember <op>" spans), the
+    fraction during which some compute kernel ran on another stream."""
+    kernels = [r for r in records if r["kind"] == "kernel"]
+    comm = [(r["ts_ns"], r["ts_ns"] + r["dur_ns"]) for r in kernels if r["name"].startswith("ember ")]
+    busy = sorted((r["ts_ns"], r["ts_ns"] + r["dur_ns"]) for r in kernels
+                  if not r["name"].startswith("ember ") and r["name"] != "event_wait")
+    merged = []
+    for lo, hi in busy:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    total = sum(hi - lo for lo, hi in comm)
+    covered = sum(max(0, min(hi, b) - max(lo, a)) for lo, hi in comm for a, b in merged)
+    return round(covered / total, 3) if total else 0.0
 
 
 def worker_fsdp(rank: int, world: int, store_path: str, steps: int, device: str) -> dict:
@@ -186,7 +215,7 @@ def main():
     many = _launch("ddp", args.world, [str(args.steps)])
     result["ddp"] = {"params": one["params"], "batch_per_process": 64, "step_ms_1proc": one["step_ms"],
                      f"step_ms_{args.world}proc": many["step_ms"],
-                     "slowdown": round(many["step_ms"] / one["step_ms"], 3)}
+                     "slowdown": round(many["step_ms"] / one["step_ms"], 3), "overlap": many["overlap"]}
     ember = _launch("fsdp2", args.world, [str(args.steps), "ember"])
     gloo = _launch("fsdp2", args.world, [str(args.steps), "cpu"])
     result["fsdp2"] = {"layers": 4, "d_model": 256, "batch_per_process": "8 x 64 tokens",

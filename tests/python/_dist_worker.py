@@ -1,4 +1,5 @@
-"""One rank of a test_distributed.py case: `python _dist_worker.py CASE RANK WORLD STORE_PATH`.
+"""One rank of a test_distributed.py case: `python _dist_worker.py CASE RANK WORLD STORE_PATH`, or
+`python _dist_worker.py CASE env` under torchrun (test_distributed_hosts.py).
 
 Each case is a function below; it asserts and exits 0, or raises (non-zero exit, traceback on
 stderr). Kept out of pytest's collection (no test_ prefix) so it runs only in child processes.
@@ -19,6 +20,9 @@ STORE = ""
 
 
 def init(backend="ember", suffix="", **kw):
+    if STORE == "env":  # started by torchrun: its rendezvous gives the rank, size and address
+        dist.init_process_group(backend, timeout=kw.pop("timeout", TIMEOUT), **kw)
+        return
     store = dist.FileStore(STORE + suffix, WORLD)
     dist.init_process_group(backend, store=store, rank=RANK, world_size=WORLD,
                             timeout=kw.pop("timeout", TIMEOUT), **kw)
@@ -642,6 +646,9 @@ def case_stream_order():
 
 
 if __name__ == "__main__":
-    case, rank, world, STORE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    RANK, WORLD = rank, world
+    if sys.argv[2:] == ["env"]:  # `_dist_worker.py CASE env` under torchrun
+        case, STORE = sys.argv[1], "env"
+        RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    else:
+        case, RANK, WORLD, STORE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     globals()[f"case_{case}"]()
