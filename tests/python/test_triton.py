@@ -226,6 +226,27 @@ def test_launch_sees_queued_work_and_later_ops_see_its_writes():
     close(z, (x.cpu() + (x.cpu() * 3 + 1)) * 2)
 
 
+def test_launches_are_asynchronous_and_in_stream_order():
+    # A launch is queued on the current stream like any ember kernel: the host goes on while the
+    # stream is busy, and the kernel runs after what was queued before it, on that stream.
+    n = 512
+    x = torch.randn(n, device=DEV)
+    out = torch.empty(n, device=DEV)
+    add_kernel[(triton.cdiv(n, 128),)](x, x, out, n, BLOCK=128)  # compiled before the timing-free check
+    torch.ember._sleep(500)
+    y = x + 1
+    add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128)
+    assert not torch.ember.current_stream().query(), "the launch waited for the stream"
+    side = torch.ember.Stream()
+    side_out = torch.empty(n, device=DEV)
+    side.wait_stream(torch.ember.current_stream())
+    with torch.ember.stream(side):
+        add_kernel[(triton.cdiv(n, 128),)](out, out, side_out, n, BLOCK=128)
+    torch.ember.current_stream().wait_stream(side)
+    close(out, x.cpu() * 2 + 1, atol=1e-6, rtol=1e-6)
+    close(side_out, (x.cpu() * 2 + 1) * 2, atol=1e-6, rtol=1e-6)
+
+
 def test_2d_grid_strides_broadcast():
     M, N = 37, 53
     x = torch.randn(N, M).t()  # non-contiguous

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "../check.h"
 #include "../context.h"
@@ -203,6 +204,26 @@ PYBIND11_MODULE(_C, m) {
             py::gil_scoped_release no_gil;
             torch_glue::enqueue(stream, name, [s, name, timeout] { return s->wait(timeout, name); });
         });
+    // Queues a host-compiled kernel on a stream: a Triton kernel's `ember_launch(args, gx, gy,
+    // gz, threads)` (torch_ember/triton/driver.py). `args` holds one 8-byte slot per kernel
+    // argument (a pointer or a little-endian scalar) and is copied into the task, so the launch
+    // may run after the caller's values are gone; the task is named after the kernel, so a fault
+    // and a trace name it.
+    m.def("_enqueue_launch", [](int index, int64_t stream_id, const std::string& name, uintptr_t fn,
+                                py::bytes args, int64_t gx, int64_t gy, int64_t gz, int threads) {
+        runtime::Stream& stream = *torch_glue::value_or_raise(dev(index).stream(stream_id));
+        const char* label = interned(name);
+        std::string blob = args;
+        using Launch = void (*)(void**, int64_t, int64_t, int64_t, int);
+        auto launch = reinterpret_cast<Launch>(fn);
+        py::gil_scoped_release no_gil;
+        torch_glue::enqueue(stream, label, [blob = std::move(blob), launch, gx, gy, gz, threads]() mutable {
+            std::vector<void*> slots(std::max<size_t>(1, blob.size() / 8));
+            for (size_t i = 0; i < blob.size() / 8; ++i) slots[i] = blob.data() + 8 * i;
+            launch(slots.data(), gx, gy, gz, threads);
+            return Status();
+        });
+    });
     // Queues `n` empty kernels: the host cost of an enqueue, for bench/.
     m.def("_enqueue_empty", [](int index, int n) {
         runtime::Stream& s = dev(index).current_stream();

@@ -3,10 +3,11 @@ kernel is loaded, and the launcher that runs it.
 
 A kernel's shared object is loaded with ctypes; its `ember_launch(args, gx, gy, gz, nthreads)`
 runs every program of the grid on host threads (as many as the device has compute threads, from
-one pool shared by all kernels: cache.load_runtime) and returns when all are done. Launches are synchronous for now: the launcher first waits for the
-current ember stream to drain — the kernel reads what queued ops wrote and its writes must land
-before ops queued after it run — then runs the kernel on the calling thread (ctypes releases the
-GIL meanwhile). A fault in earlier queued work surfaces at that wait, as at any synchronize.
+one pool shared by all kernels: cache.load_runtime) and returns when all are done. A launch is
+asynchronous, like any ember kernel: it is queued on the current ember stream as a task that calls
+ember_launch with a copy of the arguments, so it runs after the ops queued before it and before
+those queued after it, and the host goes on. A launch that is handed a CPU tensor runs at the call
+instead, after the stream drains (the caller may read that memory at once).
 While torch.profiler or Ember's profiler records, each launch (the wait and the run) is a span
 named after the kernel and its source line ("triton add_kernel @ kernels.py:12").
 
@@ -83,25 +84,32 @@ class EmberLauncher:
     def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata,
                  launch_enter_hook, launch_exit_hook, *args):
         cargs = [conv(a) for conv, a in zip(self.converters, args) if conv is not None]
-        arr = (ctypes.c_void_p * max(1, len(cargs)))(*[ctypes.cast(ctypes.pointer(c), ctypes.c_void_p)
-                                                       for c in cargs])
+        on_host = any(getattr(getattr(a, "device", None), "type", None) == "cpu" for a in args)
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
         if gridX * gridY * gridZ > 0:
             if _profiling():
                 from torch.autograd.profiler import record_function
                 with record_function(self.label):
-                    self._run(stream, function, arr, gridX, gridY, gridZ)
+                    self._run(stream, function, cargs, gridX, gridY, gridZ, on_host)
             else:
-                self._run(stream, function, arr, gridX, gridY, gridZ)
+                self._run(stream, function, cargs, gridX, gridY, gridZ, on_host)
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
 
-    @staticmethod
-    def _run(stream, function, arr, gridX, gridY, gridZ):
-        if stream is not None:
-            stream.synchronize()
-        function(arr, gridX, gridY, gridZ, _threads())
+    def _run(self, stream, function, cargs, gridX, gridY, gridZ, on_host):
+        if stream is None or on_host:
+            if stream is not None:
+                stream.synchronize()
+            arr = (ctypes.c_void_p * max(1, len(cargs)))(*[ctypes.cast(ctypes.pointer(c), ctypes.c_void_p)
+                                                           for c in cargs])
+            function(arr, gridX, gridY, gridZ, _threads())
+            return
+        from torch_ember import _C
+        blob = b"".join(bytes(c).ljust(8, b"\0") for c in cargs)
+        _C._enqueue_launch(stream.device_index, stream.stream_id, self.label,
+                           ctypes.cast(function, ctypes.c_void_p).value, blob, gridX, gridY, gridZ,
+                           _threads_of(stream.device_index))
 
 
 def _label(src, name: str) -> str:
