@@ -556,3 +556,11 @@ def test_a_wider_out_keeps_the_computations_rounding():
         ref = fn(a, a, out=torch.empty(0, dtype=out_dtype))
         got = fn(a.to("ember"), a.to("ember"), out=torch.empty(0, dtype=out_dtype, device="ember"))
         torch.testing.assert_close(got.cpu(), ref, equal_nan=True)
+
+
+def test_tanh_keeps_the_sign_of_zero_eager_and_compiled():
+    x = torch.tensor([-0.0, 0.0, -1e-30, 1e-30, -0.3, 0.3, -2.0, 2.0])
+    want = torch.signbit(torch.tanh(x))
+    assert torch.equal(torch.signbit(torch.tanh(x.to("ember")).cpu()), want)
+    compiled = torch.compile(lambda t: torch.tanh(t) * 1.0, backend="ember")
+    assert torch.equal(torch.signbit(compiled(x.to("ember")).cpu()), want)

@@ -51,7 +51,9 @@ EMBER_VMATH_INLINE float tanh(float x) {
                     1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
     float large = 1.f - 2.f / (vmath::exp(a + a) + 1.f);
     large = x < 0.f ? -large : large;
-    return a < 0.625f ? small : (x != x ? x : large);
+    // small takes x's sign bit back: the polynomial term rounds -0 * z * p + -0 to +0, and
+    // tanh(-0) is -0 as on the CPU.
+    return a < 0.625f ? __builtin_copysignf(small, x) : (x != x ? x : large);
 }
 
 }  // namespace ember::kernels::vmath

@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include <llvm/IR/Intrinsics.h>
+
 namespace ember::compiler::codegen {
 
 using llvm::Value;
@@ -102,6 +104,8 @@ Value* Math::tanh(llvm::IRBuilder<>& b, Value* x) {
     Value* large = b.CreateFSub(c(1.f), b.CreateFDiv(c(2.f), b.CreateFAdd(call(b, "exp", b.CreateFAdd(a, a)), c(1.f))));
     large = b.CreateSelect(neg, b.CreateFNeg(large), large);
     large = b.CreateSelect(b.CreateFCmpUNO(x, x), x, large);
+    // small takes x's sign back: -0 * z * p + -0 rounds to +0, and tanh(-0) is -0.
+    small = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, small, x);
     return b.CreateSelect(b.CreateFCmpOLT(a, c(0.625f)), small, large);
 }
 
