@@ -46,6 +46,14 @@ from .compile import registration as _compile_registration  # noqa: E402
 _compile_registration.install()
 
 __version__ = "0.1.0"
-__all__ = ["CompileError", "compile_stats", "fallback_report", "reset_compile_stats", "reset_fallback_stats",
-           "set_fallback_mode"]
+__all__ = ["CompileError", "compile_stats", "fallback_report", "get_include", "reset_compile_stats",
+           "reset_fallback_stats", "set_fallback_mode"]
+
+
+def get_include() -> str:
+    """The directory holding <torch_ember/extension.h>, for C++ extensions that add ember kernels
+    (pass it to torch.utils.cpp_extension as an include path)."""
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 from . import profiler  # noqa: E402,F401

@@ -16,6 +16,7 @@
 
 #include "../check.h"
 #include "../context.h"
+#include "../extension_api.h"
 #include "../fallback.h"
 #include "../generator.h"
 #include "../graph_capture.h"
@@ -224,6 +225,9 @@ PYBIND11_MODULE(_C, m) {
             return Status();
         });
     });
+    // The C ABI table of ahead-of-time C++ extensions (torch_ember/include/torch_ember/extension.h).
+    m.attr("_extension_api") = py::capsule(static_cast<const void*>(&torch_glue::extension_api()),
+                                           "torch_ember._C._extension_api");
     // Queues `n` empty kernels: the host cost of an enqueue, for bench/.
     m.def("_enqueue_empty", [](int index, int n) {
         runtime::Stream& s = dev(index).current_stream();
