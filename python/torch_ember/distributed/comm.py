@@ -14,8 +14,11 @@ Work's future.
 Work.wait() makes the *current* stream wait for the communication stream (an event recorded
 after the signal task): the host goes on, and later kernels on that stream see the results.
 Kernels queued between the call and wait() overlap the communication: that is how DDP's bucket
-all-reduces overlap the rest of the backward pass. get_future() completes on the host when the
-collective has finished (DDP's reducer and communication hooks wait on it).
+all-reduces overlap the rest of the backward pass. get_future() is a device-aware future, as
+NCCL's is: completed at the call with events recorded on the communication stream, so its
+wait() and value() order the current stream instead of blocking the host, and a callback
+(DDP's hooks; PowerSGD's waits on further collectives inside its callbacks) runs at once on a
+stream that waits for the collective.
 
 Failures are asynchronous, as with NCCL: a transport error (a dead peer, a timeout) is set on the
 signal with the op and rank named, so it is stored on the communication stream and reaches every
@@ -47,7 +50,8 @@ class EmberWork(dist._Work):
     """One collective in flight: wait() orders the current stream after it; get_future()
     completes when the transport finished."""
 
-    def __init__(self, op: str, device: torch.device, done: torch.Event, result: List[torch.Tensor]):
+    def __init__(self, op: str, device: torch.device, done: torch.Event, result: List[torch.Tensor],
+                 stream: torch.Stream):
         super().__init__()
         self.op = op
         self._device = device
@@ -55,7 +59,9 @@ class EmberWork(dist._Work):
         self._result = result
         self._finished = threading.Event()
         self._error: Optional[BaseException] = None
-        self._future = torch.futures.Future()
+        self._future = torch.futures.Future(devices=[device])
+        with torch.ember.stream(stream):  # its events mark the end of the collective
+            self._future.set_result(result)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         if self._error is not None:
@@ -88,12 +94,6 @@ class EmberWork(dist._Work):
         self._error = error
         self._finished.set()
 
-    def _finish(self, error: Optional[BaseException]) -> None:
-        if error is None:
-            self._future.set_result(self._result)
-        else:
-            self._future.set_exception(error)
-
 
 class CommEngine:
     """A process group's communication thread, and its communication stream on each device.
@@ -101,23 +101,17 @@ class CommEngine:
     Every Gloo collective of the group goes through the one thread, in call order: Gloo numbers
     a group's collectives as they are issued, so ops issued from two threads could pair a rank's
     all_reduce with its peer's barrier. Ops on CPU tensors and barriers wait here for their turn
-    (call); ops on ember tensors return at once (launch). Futures are completed, and their
-    callbacks (DDP's hooks) run, on a second thread, so a callback that issues or waits for
-    another collective never blocks the queue it waits on."""
+    (call); ops on ember tensors return at once (launch)."""
 
     def __init__(self, describe: str):
         self.describe = describe  # "rank R of N", for error messages
         self._streams = {}  # device index -> the communication stream
         self._jobs: "queue.SimpleQueue" = queue.SimpleQueue()
-        self._finished: "queue.SimpleQueue" = queue.SimpleQueue()
         self._pending: "set" = set()
         self._lock = threading.Lock()
         self.last = {}  # device index -> the newest EmberWork
         self._thread = threading.Thread(target=self._loop, daemon=True, name="ember-comm")
-        self._completer = threading.Thread(target=self._complete, daemon=True,
-                                           name="ember-comm-futures")
         self._thread.start()
-        self._completer.start()
         _ENGINES.add(self)
 
     def _stream(self, device: torch.device) -> torch.Stream:
@@ -142,7 +136,7 @@ class CommEngine:
         signal.enqueue_wait(index, stream.stream_id, f"ember {op}", limit)
         done = torch.Event(device=device)
         done.record(stream)
-        work = EmberWork(op, device, done, result)
+        work = EmberWork(op, device, done, result, stream)
         with self._lock:
             self._pending.add(signal)
         self.last[index] = work
@@ -164,7 +158,6 @@ class CommEngine:
         while True:
             item = self._jobs.get()
             if item is None:
-                self._finished.put(None)
                 return
             ready, job, signal, work, keep = item
             error = None
@@ -181,22 +174,16 @@ class CommEngine:
                 error = e
             except BaseException as e:  # noqa: BLE001 - reported through the Work and the stream
                 error = DistributedError(f"ember {work.op} failed on {self.describe}: {e}")
+            # Drop the job (whose closure holds the process group) before anyone can see it
+            # done: the last reference to a group must not be released on this daemon thread,
+            # which interpreter shutdown may stop while the release waits for the GIL.
+            item = job = keep = None
             work._done_on_host(error)
             if signal is not None:
                 signal.set(str(error) if error is not None else "")
                 with self._lock:
                     self._pending.discard(signal)
-            self._finished.put((work, error))
-            item = ready = job = signal = work = keep = None
-
-    def _complete(self) -> None:
-        while True:
-            item = self._finished.get()
-            if item is None:
-                return
-            work, error = item
-            work._finish(error)
-            item = work = None
+            ready = signal = work = None
 
     def close(self, reason: str) -> None:
         """Release every stream task still waiting (their jobs will not run) and stop."""
@@ -222,8 +209,6 @@ class _Box:
 
     def _done_on_host(self, error: Optional[BaseException]) -> None:
         self.error = error
-
-    def _finish(self, error: Optional[BaseException]) -> None:
         self.done.set()
 
 

@@ -25,7 +25,7 @@ from torch._C._distributed_c10d import ProcessGroupGloo
 from . import reduce_ops
 from .comm import CommEngine
 from .staging import (DistributedError, check_devices, copy_back, flat, host_buffer, host_view,
-                      host_views, synchronize, to_host)
+                      host_views, to_host)
 from .work import PendingWork, completed
 
 
@@ -392,7 +392,9 @@ class EmberProcessGroup(dist.ProcessGroup):
         o = c10d.BarrierOptions()
         if opts is not None:
             o.timeout = opts.timeout
-        synchronize(torch.device("ember", torch.ember.current_device()))
+        # This thread's own queued work, not the device: another group's pending collective
+        # may wait for a peer that is itself waiting in this barrier.
+        _current_stream_done(torch.device("ember", torch.ember.current_device()))
         self._comm.call("barrier", lambda: self._gloo_call("barrier", lambda: self._gloo.barrier(o)))
         return completed([])
 
