@@ -27,9 +27,9 @@ def test_ember_kernel_matches_cpu_and_runs_in_stream_order(scaled_add):
     a, b = torch.randn(3, 70000), torch.randn(3, 70000)
     want = scaled_add(a, b, 0.5)
     torch.testing.assert_close(want, a + 0.5 * b)
-    ae = a.to("ember")
+    ae, b_dev = a.to("ember"), b.to("ember")  # copies from pageable memory may wait for the stream
     torch.ember._sleep(300)
-    be = b.to("ember") * 1  # queued after the sleep: the kernel must wait for it
+    be = b_dev * 1  # queued after the sleep: the kernel must wait for it
     got = scaled_add(ae, be, 0.5)
     assert not torch.ember.current_stream().query(), "the extension kernel ran at the call"
     torch.testing.assert_close(got.cpu(), want)
