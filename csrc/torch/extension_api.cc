@@ -11,19 +11,11 @@
 namespace ember::torch_glue {
 namespace {
 
-// Task names live as long as the profiler may show them: one copy per distinct name.
-const char* intern(const char* name) {
-    static std::mutex mu;
-    static std::set<std::string> names;
-    std::lock_guard<std::mutex> lock(mu);
-    return names.insert(name ? name : "extension kernel").first->c_str();
-}
-
 int enqueue_task(int device, const char* name, ember_ext_task task, void* ctx, ember_ext_drop drop, char* err,
                  size_t err_len) {
     try {
         runtime::Stream& stream = device_for(static_cast<c10::DeviceIndex>(device)).current_stream();
-        const char* label = intern(name);
+        const char* label = interned(name ? name : "extension kernel");
         enqueue(stream, label, [task, ctx, drop, label] {
             char msg[512] = {0};
             task(ctx, msg, sizeof(msg));
@@ -46,6 +38,13 @@ void parallel_range(int device, int64_t n, int64_t grain, ember_ext_range body, 
 int threads(int device) { return device_for(static_cast<c10::DeviceIndex>(device)).pool().num_threads(); }
 
 }  // namespace
+
+const char* interned(const std::string& name) {
+    static std::mutex mu;
+    static std::set<std::string> names;
+    std::lock_guard<std::mutex> lock(mu);
+    return names.insert(name).first->c_str();
+}
 
 const EmberExtensionApi& extension_api() {
     static const EmberExtensionApi table = {EMBER_EXTENSION_API_VERSION, enqueue_task, parallel_range, threads};

@@ -5,8 +5,6 @@ under a deadline, so a hang fails the test instead of stalling the suite. Collec
 checked bit for bit against Gloo on CPU tensors in the same processes.
 """
 import datetime
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,30 +14,16 @@ import torch.distributed as dist
 import torch_ember  # noqa: F401
 from torch_ember.distributed.staging import DistributedError
 
+from _together import run_together
+
 WORKER = Path(__file__).with_name("_dist_worker.py")
 
 
 def _launch(case: str, tmp_path: Path, timeout: float = 60.0, world: int = 2,
             returncodes: tuple = (0, 0)) -> list:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     store = str(tmp_path / "store")
-    procs = [subprocess.Popen([sys.executable, str(WORKER), case, str(r), str(world), store],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-             for r in range(world)]
-    outs, hung = [], False
-    for p in procs:
-        try:
-            outs.append(p.communicate(timeout=timeout)[0])
-        except subprocess.TimeoutExpired:
-            hung = True
-            for q in procs:
-                q.kill()
-            outs.append(p.communicate()[0])
-    report = "\n".join(f"--- rank {r} (rc {p.returncode}) ---\n{o[-3000:]}"
-                       for r, (p, o) in enumerate(zip(procs, outs)))
-    assert not hung, f"case {case} did not finish within {timeout} s\n{report}"
-    assert tuple(p.returncode for p in procs) == returncodes, report
-    return outs
+    return run_together([[sys.executable, str(WORKER), case, str(r), str(world), store] for r in range(world)],
+                        timeout, f"case {case}", returncodes=returncodes)
 
 
 def test_backend_registered():

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from _together import run_together
+
 WORKER = Path(__file__).with_name("_dist_worker.py")
 PORT = 29517
 
@@ -58,28 +60,12 @@ def two_hosts():
 
 def test_ddp_across_two_hosts_matches_one_process(two_hosts, tmp_path):
     (_, _, master), _ = two_hosts
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    procs = []
+    cmds = []
     for node, (ns, ifname, addr) in enumerate(two_hosts):
-        cmd = ["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={ifname}",
-               sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
-               f"--node_rank={node}", f"--local_addr={addr}", "--rdzv_backend=c10d",
-               f"--rdzv_endpoint={master}:{PORT}",
-               "--rdzv_id=ember_hosts",
-               # the endpoint is no hostname of this machine, so say which host serves the store
-               f"--rdzv_conf=is_host={int(node == 0)}", str(WORKER), "ddp", "env"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      env=env, cwd=tmp_path))
-    outs, hung = [], False
-    for p in procs:
-        try:
-            outs.append(p.communicate(timeout=180)[0])
-        except subprocess.TimeoutExpired:
-            hung = True
-            for q in procs:
-                q.kill()
-            outs.append(p.communicate()[0])
-    report = "\n".join(f"--- host {i} (rc {p.returncode}) ---\n{o[-3000:]}"
-                       for i, (p, o) in enumerate(zip(procs, outs)))
-    assert not hung, f"the two-host run did not finish within 180 s\n{report}"
-    assert [p.returncode for p in procs] == [0, 0], report
+        cmds.append(["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={ifname}",
+                     sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+                     f"--node_rank={node}", f"--local_addr={addr}", "--rdzv_backend=c10d",
+                     f"--rdzv_endpoint={master}:{PORT}", "--rdzv_id=ember_hosts",
+                     # the endpoint is no hostname of this machine, so say which host serves the store
+                     f"--rdzv_conf=is_host={int(node == 0)}", str(WORKER), "ddp", "env"])
+    run_together(cmds, 180, "the two-host run", label="host", cwd=tmp_path)

@@ -8,8 +8,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,14 +33,6 @@ void bind_compiler(py::module_& m);  // bindings/compiler.cc
 namespace {
 
 runtime::Device& dev(int index) { return torch_glue::device_for(static_cast<c10::DeviceIndex>(index)); }
-
-// Stream task names are kept as C strings for the profiler's lifetime: one copy per distinct name.
-const char* interned(const std::string& name) {
-    static std::mutex mu;
-    static std::set<std::string> names;
-    std::lock_guard<std::mutex> lock(mu);
-    return names.insert(name).first->c_str();
-}
 
 py::dict stat_dict(const runtime::Stat& s) {
     py::dict d;
@@ -200,7 +190,7 @@ PYBIND11_MODULE(_C, m) {
         .def("enqueue_wait", [](std::shared_ptr<runtime::HostSignal> s, int index, int64_t stream_id,
                                 const std::string& what, double timeout_s) {
             runtime::Stream& stream = *torch_glue::value_or_raise(dev(index).stream(stream_id));
-            const char* name = interned(what);
+            const char* name = torch_glue::interned(what);
             auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
             py::gil_scoped_release no_gil;
             torch_glue::enqueue(stream, name, [s, name, timeout] { return s->wait(timeout, name); });
@@ -213,7 +203,7 @@ PYBIND11_MODULE(_C, m) {
     m.def("_enqueue_launch", [](int index, int64_t stream_id, const std::string& name, uintptr_t fn,
                                 py::bytes args, int64_t gx, int64_t gy, int64_t gz, int threads) {
         runtime::Stream& stream = *torch_glue::value_or_raise(dev(index).stream(stream_id));
-        const char* label = interned(name);
+        const char* label = torch_glue::interned(name);
         std::string blob = args;
         using Launch = void (*)(void**, int64_t, int64_t, int64_t, int);
         auto launch = reinterpret_cast<Launch>(fn);
