@@ -261,20 +261,6 @@ FallbackScope::FallbackScope(std::string op)
         mode != FallbackMode::kError, "ember: operator '", op_,
         "' has no ember kernel, and EMBER_FALLBACK=error forbids running it on the CPU. Unset "
         "EMBER_FALLBACK (or set it to 'warn' or 'silent') to let it fall back.");
-    if (mode == FallbackMode::kWarn) {
-        bool first;
-        {
-            auto& r = registry();
-            std::lock_guard<std::mutex> lock(r.mu);
-            first = r.warned.insert(op_).second;
-        }
-        if (first) {
-            TORCH_WARN("ember: operator '", op_,
-                       "' has no ember kernel and runs on the CPU (inputs copied to the host and "
-                       "results back). torch_ember.fallback_report() lists every such op; "
-                       "EMBER_FALLBACK=silent hides this warning, =error forbids fallback.");
-        }
-    }
     t_scope = this;
 }
 
@@ -288,13 +274,26 @@ FallbackScope::~FallbackScope() {
                     std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
     }
     auto& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    FallbackRecord& rec = r.records[op_];
-    rec.op = op_;
-    rec.calls += 1;
-    rec.bytes_to_host += to_host_;
-    rec.bytes_to_device += to_device_;
-    rec.seconds += seconds;
+    bool first_warning = false;
+    {
+        std::lock_guard<std::mutex> lock(r.mu);
+        FallbackRecord& rec = r.records[op_];
+        rec.op = op_;
+        rec.calls += 1;
+        rec.bytes_to_host += to_host_;
+        rec.bytes_to_device += to_device_;
+        rec.seconds += seconds;
+        if (mode_slot().load(std::memory_order_relaxed) == FallbackMode::kWarn)
+            first_warning = r.warned.insert(op_).second;
+    }
+    // Warned only once the op has run: a call the CPU kernel refuses (wrong device mix, bad
+    // shapes) raises its own error, and a warning about falling back would mislead.
+    if (first_warning) {
+        TORCH_WARN("ember: operator '", op_,
+                   "' has no ember kernel and runs on the CPU (inputs copied to the host and "
+                   "results back). torch_ember.fallback_report() lists every such op; "
+                   "EMBER_FALLBACK=silent hides this warning, =error forbids fallback.");
+    }
 }
 
 void FallbackScope::add_transfer(size_t bytes, bool to_host) {

@@ -633,3 +633,21 @@ def test_fallback_keeps_strides_so_gradients_are_right(layout, fn):
     torch.testing.assert_close(results["ember"][0], results["cpu"][0])
     assert results["ember"][1] == results["cpu"][1]  # the CPU kernel's output layout is kept
     torch.testing.assert_close(results["ember"][2], results["cpu"][2])
+
+
+def test_refused_call_does_not_warn():
+    # A call the CPU kernel refuses raises its own error with no fallback warning before it;
+    # the op's first successful call still warns.
+    a = _e(torch.ones(3))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="must match the size"):
+            torch.special.chebyshev_polynomial_v(a, _e(torch.ones(4)))
+        with pytest.raises(RuntimeError, match="same device"):
+            torch.special.chebyshev_polynomial_v(a, torch.ones(3))
+    assert _ember_warnings(rec) == []
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        y = torch.special.chebyshev_polynomial_v(a, a)
+    assert len(_ember_warnings(rec)) == 1
+    torch.testing.assert_close(y.cpu(), torch.special.chebyshev_polynomial_v(a.cpu(), a.cpu()))
