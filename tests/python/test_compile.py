@@ -202,6 +202,30 @@ def test_outputs_that_alias_inputs_stay_views():
     torch.testing.assert_close(c.cpu(), x.cpu() * 2)
 
 
+
+
+def test_outputs_keep_the_layout_eager_gives():
+    # A channels_last input gives a channels_last result in eager; a compiled result written
+    # row-major would change what .is_contiguous(memory_format=...) and .view() see downstream.
+    def f(x, y):
+        z = torch.relu(x) * 2 + 1
+        return z, z, (y * 3).t().contiguous().t(), (y + 1).sum(0)
+
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    y = torch.randn(4, 6)
+    outs = _compile(f)(x.to("ember"), y.to("ember"))
+    refs = f(x, y)
+    for o, r in zip(outs, refs):
+        torch.testing.assert_close(o.cpu(), r)
+        assert o.stride() == r.stride()
+    assert outs[0] is outs[1]  # one result returned twice stays one tensor
+    # A training graph: the gradient of a channels_last input is channels_last as on the CPU.
+    xe = x.to("ember").requires_grad_()
+    (_compile(lambda t: torch.sigmoid(t) * t)(xe) ** 2).sum().backward()
+    xc = x.clone().requires_grad_()
+    ((torch.sigmoid(xc) * xc) ** 2).sum().backward()
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+    assert xe.grad.stride() == xc.grad.stride()
 # --- models --------------------------------------------------------------------------------
 def _gpt_module():
     sys.path.insert(0, HERE)

@@ -108,6 +108,22 @@ def lower_node(b: Builder, node, env) -> object:
     return _check_result(b, node, fn(b, node, *args, **kwargs))
 
 
+def dense_order(val):
+    """The dims of `val` from outermost to innermost in memory when it is dense and not
+    row-major (channels_last, a transposed result); None otherwise."""
+    if not isinstance(val, torch.Tensor) or val.layout != torch.strided or val.dim() < 2 \
+            or any(not isinstance(n, int) for n in (*val.shape, *val.stride())) or val.is_contiguous():
+        return None
+    perm = sorted(range(val.dim()), key=lambda d: (-val.stride(d), d))
+    sizes = [val.shape[d] for d in perm]
+    expect = [1] * len(sizes)
+    for i in range(len(sizes) - 2, -1, -1):
+        expect[i] = expect[i + 1] * max(sizes[i + 1], 1)
+    if any(sizes[i] > 1 and val.stride(d) != expect[i] for i, d in enumerate(perm)):
+        return None
+    return perm
+
+
 def _opaque(b, node, env, reason):
     ins = _flat_vals(_map_args(node.args, env))
     name = op_name(node.target) + (f" ({reason})" if reason and reason != "no lowering" else "")
@@ -247,10 +263,24 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
                 bval = base.meta.get("val") if isinstance(base, torch.fx.Node) else None
                 bstrides = tuple(bval.stride()) if isinstance(bval, torch.Tensor) else None
                 return ("view", entry(base), replay, bstrides)
+            if o in memo:
+                return memo[o]
             v = env[o]
-            return exe_output(v) if isinstance(v, Val) else ("const", v)
+            if not isinstance(v, Val):
+                return ("const", v)
+            perm = dense_order(o.meta.get("val"))
+            if perm is None:
+                memo[o] = exe_output(v)
+            else:
+                # A result traced in another dense layout (channels_last, a transpose): the
+                # executable writes it in that memory order and the output is its permuted view,
+                # so the caller sees the strides eager would give, at no extra copy.
+                inverse = [perm.index(d) for d in range(len(perm))]
+                memo[o] = ("view", exe_output(b.permute(v, perm)), [(aten.permute.default, (inverse,), {})], None)
+            return memo[o]
         return ("const", o)
 
+    memo = {}
     results = [entry(o) for o in out_list]
     return Translation(b, positions, strides_used, to_device, dtypes, results, tuple_output,
                        num_marked, fx_nodes, untranslatable)
