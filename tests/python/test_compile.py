@@ -204,6 +204,33 @@ def test_outputs_that_alias_inputs_stay_views():
 
 
 
+@pytest.mark.parametrize("case", ["embedding", "cross_entropy", "nll_loss_backward"])
+def test_compiled_index_ops_check_their_indices(case):
+    # An index past the table or a target past the classes raises as eagerly, whatever the sizes.
+    w, a = torch.randn(3, 2, device="ember"), torch.randn(2, 3, device="ember", requires_grad=True)
+    fn, args = {
+        "embedding": (lambda w, i: F.embedding(i, w) * 1, (w, torch.tensor([3], device="ember"))),
+        "cross_entropy": (F.cross_entropy, (a.detach(), torch.tensor([0, 3], device="ember"))),
+        "nll_loss_backward": (lambda a, t: torch.autograd.grad(F.nll_loss(a, t), a)[0],
+                              (a, torch.tensor([0, -1], device="ember"))),
+    }[case]
+    with pytest.raises(RuntimeError, match="out of (range|bounds)"):
+        _compile(fn)(*args).cpu()
+
+
+def test_compiled_embedding_keeps_nonfinite_rows_to_themselves():
+    w = torch.tensor([[1.0, 2.0], [3.0, 4.0], [float("inf"), float("nan")]], requires_grad=True)
+    idx = torch.tensor([0, 1, 1])
+    g = torch.tensor([[float("nan"), 1.0], [1.0, 1.0], [1.0, -0.0]])
+    we = w.detach().to("ember").requires_grad_()
+    out = _compile(lambda w, i: F.embedding(i, w) * 1)(we, idx.to("ember"))
+    out.backward(g.to("ember"))
+    ref = F.embedding(idx, w)
+    ref.backward(g)
+    torch.testing.assert_close(out.detach().cpu(), ref.detach())
+    torch.testing.assert_close(we.grad.cpu(), w.grad, equal_nan=True)
+
+
 def test_outputs_keep_the_layout_eager_gives():
     # A channels_last input gives a channels_last result in eager; a compiled result written
     # row-major would change what .is_contiguous(memory_format=...) and .view() see downstream.
@@ -226,6 +253,14 @@ def test_outputs_keep_the_layout_eager_gives():
     ((torch.sigmoid(xc) * xc) ** 2).sum().backward()
     torch.testing.assert_close(xe.grad.cpu(), xc.grad)
     assert xe.grad.stride() == xc.grad.stride()
+    # Such a result is a tensor of its own, not a view: the caller may modify it in place.
+    t = torch.randn(4, 3).t()
+    te = t.to("ember").requires_grad_()
+    out = _compile(lambda a: a * 3)(te)
+    assert out._base is None and out.stride() == (1, 3)
+    out.mul_(2)
+    out.sum().backward()
+    torch.testing.assert_close(te.grad.cpu(), torch.full((3, 4), 6.0))
 # --- models --------------------------------------------------------------------------------
 def _gpt_module():
     sys.path.insert(0, HERE)

@@ -52,8 +52,14 @@ WORKER = textwrap.dedent('''
         loss = f(torch.randn(4, 32).to(dev))
         loss.backward()
         losses.append(loss.item())
+    layout = None
+    if os.environ.get("T_LAYOUT") == "1":  # a result in a transposed layout keeps it when loaded
+        t = torch.randn(8, 4, generator=torch.Generator().manual_seed(9)).t().to(dev)
+        out = torch.compile(lambda a: a * 2 + 1, backend=BACKEND, **kw)(t)
+        layout = [list(out.stride()), out.double().sum().item()]
     stats = torch_ember.compile_stats()
     print("RESULT " + json.dumps({
+        "layout": layout,
         "losses": losses, "grads": grads,
         "loaded": counters["dynamo_cache"]["ember_loaded"],
         "rejected": counters["dynamo_cache"]["ember_rejected"],
@@ -91,6 +97,14 @@ def test_warm_start_loads_and_matches_cold(dirs, tmp_path):
     assert warm["loaded"] == 1
     assert warm["compiled_graphs"] == 0 and warm["warm_graphs"] == 2  # nothing traced
     same(cold, warm)
+
+
+def test_warm_start_keeps_output_layouts(dirs, tmp_path):
+    cold = run(dirs, tmp_path, T_LAYOUT="1")
+    warm = run(dirs, tmp_path, T_LAYOUT="1")
+    assert warm["loaded"] == 2 and warm["compiled_graphs"] == 0
+    assert cold["layout"][0] == [1, 4]
+    assert warm["layout"] == cold["layout"]
 
 
 def test_changed_model_recompiles(dirs, tmp_path):

@@ -1,6 +1,6 @@
 """The decomposition table handed to AOTAutograd: PyTorch's core ATen table, minus the ops that
-Ember lowers whole (softmax, GELU, SiLU, layer norm, embedding and its backward, NLL loss...:
-one fused or library op beats their decomposition).
+Ember lowers whole (softmax, GELU, SiLU, layer norm...: one fused or library op beats their
+decomposition) and those it runs whole as library steps (KEPT_WHOLE).
 
 Attention is never decomposed. An inference graph lowers it to the attention op of Ember IR; a
 training graph, which needs the logsumexp and the backward, runs the fused attention kernels
@@ -19,6 +19,13 @@ aten = torch.ops.aten
 DISAGREEING = (aten.multilabel_margin_loss_forward.default, aten.multilabel_margin_loss_forward.output)
 
 
+# Ops kept whole with no lowering: the graph runs their eager kernel as a library step. Embedding
+# and NLL loss check their indices there (an index out of range raises, as eagerly), and a row
+# holding inf or NaN stays in its own outputs.
+KEPT_WHOLE = (aten.embedding.default, aten.embedding_dense_backward.default,
+              aten.nll_loss_forward.default, aten.nll_loss_backward.default)
+
+
 @functools.cache
 def decomposition_table() -> dict:
     from torch._decomp import core_aten_decompositions
@@ -26,7 +33,7 @@ def decomposition_table() -> dict:
     from .lowering import LOWERINGS
 
     table = dict(core_aten_decompositions().items())
-    for op in LOWERINGS:
+    for op in (*LOWERINGS, *KEPT_WHOLE):
         table.pop(op, None)
     # Python decompositions that read a tensor's value as a Python int: with that value unknown
     # at trace time (a split given as a tensor) they fail the trace, where the op's own C++

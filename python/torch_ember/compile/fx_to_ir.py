@@ -173,6 +173,9 @@ class Translation:
     fx_nodes: int = 0
     untranslatable: list = field(default_factory=list)  # (op name, source, reason)
     cache_key: str = ""  # the compile cache's key of the executable built from `builder`
+    # Executable output index -> the dim order it is written in (outermost first), for results
+    # traced in a dense layout other than row-major; the caller gets them in that layout.
+    output_layouts: dict = field(default_factory=dict)
 
 
 def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
@@ -273,14 +276,14 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
                 memo[o] = exe_output(v)
             else:
                 # A result traced in another dense layout (channels_last, a transpose): the
-                # executable writes it in that memory order and the output is its permuted view,
-                # so the caller sees the strides eager would give, at no extra copy.
-                inverse = [perm.index(d) for d in range(len(perm))]
-                memo[o] = ("view", exe_output(b.permute(v, perm)), [(aten.permute.default, (inverse,), {})], None)
+                # executable writes it in that memory order, into a tensor with the strides
+                # eager would give (not a view: autograd lets the caller modify it in place).
+                memo[o] = exe_output(b.permute(v, perm))
+                output_layouts[memo[o][1]] = perm
             return memo[o]
         return ("const", o)
 
-    memo = {}
+    memo, output_layouts = {}, {}
     results = [entry(o) for o in out_list]
     return Translation(b, positions, strides_used, to_device, dtypes, results, tuple_output,
-                       num_marked, fx_nodes, untranslatable)
+                       num_marked, fx_nodes, untranslatable, output_layouts=output_layouts)

@@ -1,7 +1,10 @@
-"""Lowerings of composite nn ops as Ember IR math: activation and softmax backwards, layer norm,
-embedding (a one-hot GEMM: exact, since every product but one is by zero), negative
-log-likelihood (a one-hot select) and attention (the library kernel, forward only; trained
-attention is a library step)."""
+"""Lowerings of composite nn ops as Ember IR math: activation and softmax backwards, layer norm
+and attention (the library kernel, forward only; trained attention is a library step).
+
+Embedding and NLL loss are library steps (decompositions.KEPT_WHOLE), not lowered here: their
+eager kernels check every index, and a one-hot form can do neither that (an index past the
+table selects nothing and gives zeros) nor keep a non-finite row to itself (0 * inf is NaN in a
+one-hot GEMM)."""
 import math
 
 import torch
@@ -84,83 +87,6 @@ def _layer_norm(b, node, x, normalized_shape, weight, bias, eps):
         y = b.add(y, bias)
     stat_dtype = meta(node)[1].dtype
     return b.cast(y, out_dtype), b.cast(mean, stat_dtype), b.cast(rstd, stat_dtype)
-
-
-def _one_hot(b, indices, n, dtype):
-    """[..., n] of 0/1 in `dtype` (bool when dtype is None) from integer `indices`."""
-    cls = b.constant(torch.arange(n, dtype=b.dtype(indices)))
-    hot = b.binary("eq", b.unsqueeze(indices, len(b.sizes(indices))), cls)
-    return hot if dtype is None else b.cast(hot, dtype)
-
-
-# A one-hot GEMM does n * vocab * dim multiply-adds where a gather (or, backward, a scatter-add)
-# touches n * dim values: past a few microseconds of GEMM the eager kernels, run as library
-# steps, win (a 2048-word vocabulary over 512 tokens cost 6 ms each way as a GEMM).
-_ONE_HOT_MACS = 1 << 21
-
-
-@lowers(aten.embedding.default)
-def _embedding(b, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    vocab, dim = b.sizes(weight)
-    idx_shape = b.sizes(indices)
-    n = math.prod(idx_shape)
-    if n * vocab * dim > _ONE_HOT_MACS:
-        raise Unsupported("embedding too large for a one-hot GEMM: the gather kernel runs it")
-    hot = _one_hot(b, b.reshape(indices, [n]), vocab, b.dtype(weight))
-    return b.reshape(b.op("mm", [hot, weight]), idx_shape + [dim])
-
-
-@lowers(aten.embedding_dense_backward.default)
-def _embedding_backward(b, node, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
-    if scale_grad_by_freq:
-        raise Unsupported("scale_grad_by_freq")
-    n = math.prod(b.sizes(indices))
-    dim = b.sizes(grad)[-1]
-    if n * num_weights * dim > _ONE_HOT_MACS:
-        raise Unsupported("embedding too large for a one-hot GEMM: the scatter-add kernel runs it")
-    flat = b.reshape(indices, [n])
-    hot = _one_hot(b, flat, num_weights, None)
-    if padding_idx >= 0:
-        hot = b.binary("logical_and", hot, b.binary("ne", b.unsqueeze(flat, 1), padding_idx))
-    hot = b.cast(hot, b.dtype(grad))
-    return b.op("mm", [b.op("transpose", [hot], ints=[0, 1]), b.reshape(grad, [n, dim])])
-
-
-def _nll_valid(b, target, ignore_index):
-    return b.binary("ne", target, ignore_index)
-
-
-@lowers(aten.nll_loss_forward.default)
-def _nll_loss_forward(b, node, x, target, weight, reduction, ignore_index):
-    if weight is not None or len(b.sizes(x)) != 2:
-        raise Unsupported("nll_loss with class weights or more than 2 dims")
-    classes = b.sizes(x)[1]
-    hot = b.binary("logical_and", _one_hot(b, target, classes, None),
-                   b.unsqueeze(_nll_valid(b, target, ignore_index), 1))
-    picked = b.reduce("sum", b.where(hot, x, 0.0), [1], False)
-    losses = b.unary("neg", picked)
-    total = b.reduce("sum", b.cast(_nll_valid(b, target, ignore_index), b.dtype(x)), [0], False)
-    if reduction == 0:  # none
-        return losses, b.full([], 0.0, b.dtype(x))
-    summed = b.reduce("sum", losses, [0], False)
-    if reduction == 1:  # mean
-        return b.div(summed, total), total
-    return summed, total
-
-
-@lowers(aten.nll_loss_backward.default)
-def _nll_loss_backward(b, node, grad, x, target, weight, reduction, ignore_index, total_weight):
-    if weight is not None or len(b.sizes(x)) != 2:
-        raise Unsupported("nll_loss with class weights or more than 2 dims")
-    classes = b.sizes(x)[1]
-    hot = b.binary("logical_and", _one_hot(b, target, classes, None),
-                   b.unsqueeze(_nll_valid(b, target, ignore_index), 1))
-    g = b.unary("neg", grad)
-    if reduction == 1:
-        g = b.div(g, total_weight)
-    if reduction == 0:
-        g = b.unsqueeze(g, 1)
-    return b.where(hot, b.expand(g, b.sizes(x)) if reduction == 0 else g, 0.0)
 
 
 @lowers(aten._scaled_dot_product_fused_attention_overrideable.default)

@@ -33,7 +33,8 @@ class CompiledGraph:
             "name": self._name, "device": self._device.index, "cache_key": tr.cache_key,
             "tape": tr.builder.g.tape if exe is not None else None,
             "meta": (tr.input_positions, tr.input_strides, tr.input_to_device, tr.input_dtypes,
-                     [_encode_result(r) for r in tr.results], tr.tuple_output, tr.num_exe_outputs),
+                     [_encode_result(r) for r in tr.results], tr.tuple_output, tr.num_exe_outputs,
+                     tr.output_layouts),
         }
 
     @classmethod
@@ -42,10 +43,11 @@ class CompiledGraph:
         from . import settings
         from .builder import replay
 
-        positions, strides, to_device, dtypes, results, tuple_output, n_out = state["meta"]
+        positions, strides, to_device, dtypes, results, tuple_output, n_out, *rest = state["meta"]
+        layouts = rest[0] if rest else {}  # an entry written before layouts were kept
         tr = Translation(None, positions, [tuple(s) for s in strides], to_device, dtypes,
                          [_decode_result(r) for r in results], tuple_output, n_out,
-                         cache_key=state["cache_key"])
+                         cache_key=state["cache_key"], output_layouts=layouts)
         exe = None
         if state["tape"] is not None:
             cache = settings.cache_dir()
@@ -64,13 +66,25 @@ class CompiledGraph:
         self._dtypes = tr.input_dtypes
         self._move = [i for i, m in enumerate(tr.input_to_device) if m]
         self._alloc = []
+        self._permuted = {}  # exe output index -> the order the executable writes it in
         self._written = set()  # IR inputs the executable writes in place
         if exe is not None:
             for i in range(exe.num_outputs):
                 dtype, sizes, strides, alias = exe.output_info(i)
-                self._alloc.append(None if alias >= 0 else (tuple(sizes), tuple(strides), dtype))
+                perm = tr.output_layouts.get(i)
                 if alias >= 0:
+                    self._alloc.append(None)
                     self._written.add(alias)
+                elif perm is None:
+                    self._alloc.append((tuple(sizes), tuple(strides), dtype))
+                else:
+                    # Written in `perm` order: the caller's tensor has the traced layout and the
+                    # executable writes through its permutation, which is row-major.
+                    self._permuted[i] = perm
+                    shape, layout = [0] * len(perm), [0] * len(perm)
+                    for j, d in enumerate(perm):
+                        shape[d], layout[d] = sizes[j], strides[j]
+                    self._alloc.append((tuple(shape), tuple(layout), dtype))
         self._simple = all(r[0] == "exe" for r in tr.results)
         # Executable outputs that views are replayed on, with the strides they were traced with.
         self._restride = {r[1][1]: r[3] for r in tr.results
@@ -122,7 +136,13 @@ class CompiledGraph:
     def _run(self, args, ins):
         outs = self._outputs() if self.exe is not None else []
         if self.exe is not None:
-            self.exe.run(ins, outs)
+            if self._permuted:
+                bufs = list(outs)
+                for i, perm in self._permuted.items():
+                    bufs[i] = outs[i].permute(perm)
+                self.exe.run(ins, bufs)
+            else:
+                self.exe.run(ins, outs)
         for i, strides in self._restride.items():
             # The executable writes contiguous results; a view traced on a base with other
             # strides (a transposed result) is replayed on a copy in those strides, which also
