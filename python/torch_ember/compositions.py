@@ -342,7 +342,8 @@ def _max_pool_backward(grad, self, indices):
     planes = self.shape[:-3]
     out = torch.zeros(planes + (self.shape[-3] * self.shape[-2] * self.shape[-1],), dtype=grad.dtype,
                       device=grad.device)
-    out.scatter_add_(-1, indices.reshape(planes + (-1,)), grad.reshape(planes + (-1,)))
+    # Functional: compiled graphs trace this decomposition too, and their graphs must be.
+    out = out.scatter_add(-1, indices.reshape(planes + (-1,)), grad.reshape(planes + (-1,)))
     return out.reshape(self.shape)
 
 

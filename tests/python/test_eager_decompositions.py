@@ -134,6 +134,20 @@ def test_matches_cpu(name, dtype):
                                        atol=1e-6 if dtype == torch.float32 else 1e-9)
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_compiled_matches_cpu(name):
+    # Compiled graphs trace the same decompositions, forward and backward: each must be
+    # functional (AOTAutograd refuses an in-place op in a traced graph) and agree with the CPU.
+    torch._dynamo.reset()
+    fn, inputs = CASES[name]
+    expected = run(fn, inputs, "cpu", torch.float32)
+    got = run(torch.compile(fn, backend="ember", options={"fallback": "eager"}), inputs, "ember", torch.float32)
+    for a, b in zip(got, expected):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
 # The losses reach their backward's grad_input= form, whose decomposition computes bfloat16 in
 # float: the result once went into a float copy of grad_input, leaving the gradient all zeros
 # (small enough, under a mean, to pass an absolute tolerance of 2e-2).
