@@ -35,11 +35,23 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_sc
         loop.dtype[k] = to_dtype(iter.dtype(k));
         if (iter.is_cpu_scalar(k)) {
             const at::ScalarType common = iter.common_dtype();
-            if (round_scalars && k >= iter.noutputs() && iter.dtype(k) != common &&
-                (common == at::kHalf || common == at::kBFloat16)) {
+            const bool narrow_int = common == at::kByte || common == at::kChar || common == at::kShort ||
+                                    common == at::kInt;
+            if (k >= iter.noutputs() && iter.dtype(k) != common &&
+                ((round_scalars && (common == at::kHalf || common == at::kBFloat16)) || narrow_int)) {
+                // A Python int with a narrower integer computation wraps to its dtype first, as
+                // the CPU casts it (uint8 % 300 is uint8 % 44, -3 with uint8 is 253): the kernels
+                // compute narrow integers in int64 and would otherwise use the unwrapped value.
                 auto store = [&](auto v) { std::memcpy(st->scalars[k], &v, sizeof(v)); };
-                if (common == at::kHalf) store(c10::fetch_and_cast<c10::Half>(iter.dtype(k), iter.data_ptr(k)));
-                else store(c10::fetch_and_cast<c10::BFloat16>(iter.dtype(k), iter.data_ptr(k)));
+                const void* src = iter.data_ptr(k);
+                switch (common) {
+                    case at::kHalf: store(c10::fetch_and_cast<c10::Half>(iter.dtype(k), src)); break;
+                    case at::kBFloat16: store(c10::fetch_and_cast<c10::BFloat16>(iter.dtype(k), src)); break;
+                    case at::kByte: store(c10::fetch_and_cast<uint8_t>(iter.dtype(k), src)); break;
+                    case at::kChar: store(c10::fetch_and_cast<int8_t>(iter.dtype(k), src)); break;
+                    case at::kShort: store(c10::fetch_and_cast<int16_t>(iter.dtype(k), src)); break;
+                    default: store(c10::fetch_and_cast<int32_t>(iter.dtype(k), src)); break;
+                }
                 loop.dtype[k] = to_dtype(common);
             } else {
                 std::memcpy(st->scalars[k], iter.data_ptr(k), c10::elementSize(iter.dtype(k)));

@@ -2,6 +2,7 @@
 // a kernel that takes the device's thread pool on the current stream.
 #pragma once
 
+#include <ATen/Dispatch_v2.h>
 #include <ATen/Operators.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
@@ -62,5 +63,14 @@ inline void resize_out(at::Tensor& out, c10::IntArrayRef shape,
 
 // A real dtype the device has (complex types take the fallback).
 inline bool plain_dtype(c10::ScalarType t) { return !at::isComplexType(t) && has_dtype(t); }
+
+// Raises as the CPU does when a Python number does not fit the dtype it fills or bounds a
+// tensor of ("value cannot be converted to type uint8_t without overflow"; a negative number
+// still wraps into an unsigned type, as c10's checked conversion allows).
+inline void check_scalar_fits(const c10::Scalar& v, c10::ScalarType dtype) {
+    if (at::isComplexType(dtype) || v.isComplex()) return;
+    AT_DISPATCH_V2(dtype, "ember_check_scalar", AT_WRAP([&] { (void)v.to<scalar_t>(); }),
+                   AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool);
+}
 
 }  // namespace ember::torch_glue

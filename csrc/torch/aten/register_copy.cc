@@ -18,6 +18,7 @@
 #include "../profiler_bridge.h"
 #include "kernels/copy.h"
 #include "kernels/fill.h"
+#include "glue.h"
 
 namespace ember::torch_glue {
 namespace {
@@ -245,6 +246,7 @@ at::Tensor& wrapper_fill_scalar(at::Tensor& self, const c10::Scalar& value) {
         self.copy_(at::full({}, value, self.options().device(c10::kCPU)));
         return self;
     }
+    check_scalar_fits(value, self.scalar_type());
     c10::DeviceGuard guard(self.device());
     runtime::Device& dev = tensor_device(self);
     kernels::TensorView d = view_of(self);

@@ -653,6 +653,7 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& 
     if (!ok) return cpu<ATEN_OP2(clamp, out)>(self, min, max, out);
     // As CPU does, the bounds are first converted to the tensor's dtype (wrapping for integers).
     auto bound = [&](const c10::Scalar& v) {
+        check_scalar_fits(v, rt);
         at::Tensor t = c10::scalar_to_tensor(v).to(rt);
         t.unsafeGetTensorImpl()->set_wrapped_number(true);
         return t;

@@ -54,6 +54,8 @@ at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::
     if (cond.scalar_type() != at::kBool || at::isComplexType(rt)) {
         return cpu<ATEN_OP2(where, self)>(cond, self, other);
     }
+    for (const at::Tensor* t : {&self, &other})  // torch.where(c, x, 300) with x uint8 raises, as on the CPU
+        if (t->unsafeGetTensorImpl()->is_wrapped_number()) check_scalar_fits(t->item(), rt);
     auto shape = at::infer_size_dimvector(at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
     // The ember operand decides the device; the others may be 0-dim CPU scalars.
     c10::Device device = !cond.device().is_cpu() ? cond.device()
@@ -149,6 +151,7 @@ at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c
               !value.isComplex() && self.scalar_type() != at::kBool &&
               (at::isFloatingType(self.scalar_type()) || !value.isFloatingPoint());
     if (!ok) return cpu<ATEN_OP2(masked_fill_, Scalar)>(self, mask, value);
+    check_scalar_fits(value, self.scalar_type());
     at::Tensor v = c10::scalar_to_tensor(value).to(self.scalar_type());
     v.unsafeGetTensorImpl()->set_wrapped_number(true);
     return where_out(mask, v, self, self);

@@ -1,5 +1,7 @@
 """Builder: a thin layer over torch_ember._C._Graph used by the lowerings. Ember values are
 wrapped in `Val` so that they cannot be mistaken for Python scalars (both would be ints)."""
+import math
+
 import torch
 
 from .. import _C
@@ -61,6 +63,26 @@ def replay(tape) -> "_C._Graph":
     return g
 
 
+_NARROW_INTS = (torch.uint8, torch.int8, torch.int16, torch.int32)
+
+
+def check_fits(value, dtype):
+    """Raises Unsupported when a Python number does not fit `dtype` by c10's checked conversion,
+    which the CPU applies to fills and bounds (a negative int still wraps into an unsigned
+    type); the node then runs as a library step, whose eager kernel raises the CPU's error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or dtype in (torch.bool,) \
+            or dtype.is_complex:
+        return
+    if dtype.is_floating_point:
+        ok = math.isinf(value) or math.isnan(value) or abs(value) <= torch.finfo(dtype).max
+    else:
+        info = torch.iinfo(dtype)
+        lo = -info.max - 1 if info.min == 0 else info.min
+        ok = not (isinstance(value, float) and not math.isfinite(value)) and lo <= value <= info.max
+    if not ok:
+        raise Unsupported(f"value {value} does not fit {dtype}")
+
+
 class Builder:
     def __init__(self):
         self.g = RecordingGraph()
@@ -85,6 +107,13 @@ class Builder:
             ldt = self.dtype(like) if like is not None else None
             if ldt is not None and ldt.is_floating_point:
                 return Val(self.g.scalar(float(x), torch.float64 if ldt == torch.float64 else torch.float32))
+            if ldt in _NARROW_INTS:
+                # Wrapped to the tensor's dtype first, as the CPU casts a Python int (uint8 % 300
+                # is uint8 % 44, uint8 > -3 compares with 253).
+                bits = ldt.itemsize * 8
+                x &= (1 << bits) - 1
+                if ldt.is_signed and x >= 1 << (bits - 1):
+                    x -= 1 << bits
             return Val(self.g.scalar_int(x, ldt if ldt not in (None, torch.bool) else torch.int64))
         if isinstance(x, float):
             dt = torch.float64 if like is not None and self.dtype(like) == torch.float64 else torch.float32
@@ -135,7 +164,10 @@ class Builder:
         return self.op("convert_element_type", [x], dtype=dtype, sizes=self.sizes(x))
 
     def full(self, sizes, value, dtype) -> Val:
-        return self.op("full", [], floats=[float(value)], dtype=dtype, sizes=sizes)
+        check_fits(value, dtype)
+        # An integer value also travels exactly (a double holds only 53 bits of it).
+        ints = [int(value)] if isinstance(value, int) and not dtype.is_floating_point else []
+        return self.op("full", [], ints=ints, floats=[float(value)], dtype=dtype, sizes=sizes)
 
     def pad(self, x, spec, value=0.0) -> Val:
         """spec: one (lo, hi, step) per dim of x: element i lands at lo + i * step, the rest is

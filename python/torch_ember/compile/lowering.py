@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from .builder import Val
+from .builder import Val, check_fits
 from .errors import Unsupported
 
 aten = torch.ops.aten
@@ -92,6 +92,9 @@ def _div_mode(b, node, x, y, rounding_mode=None):
 
 @lowers(aten.pow.Tensor_Scalar)
 def _pow_scalar(b, node, x, e):
+    if not meta(node).dtype.is_floating_point and e not in (1, 2):
+        # The generated pow is floating; integer powers wrap on the CPU (5 ** 200 in uint8).
+        raise Unsupported("pow of an integer tensor")
     if e == 2:
         return b.mul(x, x)  # what eager computes, exactly
     if e == 1:
@@ -105,11 +108,15 @@ def _pow_scalar(b, node, x, e):
 
 @lowers(aten.pow.Tensor_Tensor)
 def _pow(b, node, x, e):
+    if not meta(node).dtype.is_floating_point:
+        raise Unsupported("pow of integer tensors")
     return b.binary("pow", x, e)
 
 
 @lowers(aten.pow.Scalar)
 def _pow_base(b, node, base, e):
+    if not meta(node).dtype.is_floating_point:
+        raise Unsupported("pow of integer tensors")
     return b.binary("pow", b.scalar(base, e), e)
 
 
@@ -117,6 +124,8 @@ def _pow_base(b, node, base, e):
 def _clamp(b, node, x, lo=None, hi=None):
     if node.target == aten.clamp_max.default:
         lo, hi = None, lo
+    for bound in (lo, hi):
+        check_fits(bound, b.dtype(x))
     if lo is not None:
         x = b.binary("maximum", x, lo)
     if hi is not None:
@@ -131,6 +140,7 @@ def _where(b, node, c, x, y):
 
 @lowers(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def _masked_fill(b, node, x, mask, value):
+    check_fits(value, b.dtype(x))
     return b.where(mask, value, x)
 
 

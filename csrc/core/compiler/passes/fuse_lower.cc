@@ -305,7 +305,8 @@ int Fuser::lower_def(LowerCtx& c, int v, const std::vector<int>& idx) {
         case OpKind::kFull:
             x.kind = Expr::kConst;
             x.f = n.attrs.floats.empty() ? 0.0 : n.attrs.floats[0];
-            x.i = static_cast<int64_t>(x.f);
+            // An integer fill carries its exact value in ints: a double holds only 53 bits.
+            x.i = n.attrs.ints.empty() ? static_cast<int64_t>(x.f) : n.attrs.ints[0];
             return add_expr(c, x);
         case OpKind::kView:
             if (n.op == Op::kPad) return lower_pad(c, n, idx);
