@@ -409,6 +409,82 @@ def _nanmedian(self):
     return ordered.gather(0, middle).reshape(())
 
 
+def _select_sorted(self, dim, keepdim, position):
+    """(values, indices) at `position` (an int, or a tensor of positions per row) along `dim`
+    of a stable ascending sort: NaN sorts last, and ties keep their order, which is the index
+    the CPU's median reports."""
+    if self.dim() == 0:
+        return self.clone(), torch.zeros((), dtype=torch.long, device=self.device)
+    ordered = torch.sort(self, dim=dim, stable=True)
+    if isinstance(position, int):
+        values, indices = ordered.values.select(dim, position), ordered.indices.select(dim, position)
+    else:
+        pos = position.unsqueeze(dim)
+        values = ordered.values.gather(dim, pos).squeeze(dim)
+        indices = ordered.indices.gather(dim, pos).squeeze(dim)
+    if keepdim:
+        values, indices = values.unsqueeze(dim), indices.unsqueeze(dim)
+    return values, indices
+
+
+def _reducible(self, dim):
+    return self.dtype != torch.bool and self.numel() > 0 and (self.dim() == 0 or self.size(dim) > 0)
+
+
+def _median_dim(self, dim, keepdim=False):
+    """torch.median along a dim: the lower middle of each row, NaN (at its first index) in a
+    row holding one."""
+    if not _reducible(self, dim):
+        return NotImplemented  # the CPU's error
+    n = self.size(dim) if self.dim() else 1
+    values, indices = _select_sorted(self, dim, keepdim, (n - 1) // 2)
+    if self.is_floating_point() and self.dim():
+        nan = torch.isnan(self)
+        first_nan = nan.to(torch.uint8).argmax(dim, keepdim=keepdim)
+        has_nan = nan.any(dim, keepdim=keepdim)
+        values = torch.where(has_nan, torch.full_like(values, float("nan")), values)
+        indices = torch.where(has_nan, first_nan, indices)
+    return values, indices
+
+
+def _nanmedian_dim(self, dim, keepdim=False):
+    """torch.nanmedian along a dim: the lower middle of each row's values that are not NaN
+    (NaN sorts after them); NaN at index 0 for a row of NaN only."""
+    if not self.is_floating_point():
+        return _median_dim(self, dim, keepdim)
+    if not _reducible(self, dim):
+        return NotImplemented
+    if self.dim() == 0:
+        return _select_sorted(self, dim, keepdim, 0)
+    count = (~torch.isnan(self)).sum(dim)
+    return _select_sorted(self, dim, keepdim, (count - 1).clamp(min=0) // 2)
+
+
+def _kthvalue(self, k, dim=-1, keepdim=False):
+    """torch.kthvalue: the k-th smallest of each row (NaN counts as the largest). Among equal
+    values the index is the first in sorted order, one of those the CPU may report."""
+    n = self.size(dim) if self.dim() else 1
+    if not _reducible(self, dim) or not 1 <= k <= n:
+        return NotImplemented
+    return _select_sorted(self, dim, keepdim, k - 1)
+
+
+def _with_outs(fn):
+    """The values=/indices= form of a (values, indices) op; the CPU decides any out of
+    another dtype than the result's."""
+    def run(*args, values=None, indices=None, **kwargs):
+        r = fn(*args, **kwargs)
+        if r is NotImplemented or values is None:
+            return r
+        if values.dtype != r[0].dtype or indices.dtype != r[1].dtype:
+            return NotImplemented
+        for out, res in zip((values, indices), r):
+            out.resize_(res.shape)
+            out.copy_(res)
+        return values, indices
+    return run
+
+
 def _cubic_taps(in_size, out_size, align_corners, scale, device, dtype):
     """Per output position along one axis: the 4 clamped source indices and cubic weights
     (A = -0.75) of PyTorch's bicubic upsampling."""
@@ -586,6 +662,9 @@ OWN = {
     "fmin": _nan_ignoring(torch.minimum), "fmin.out": _nan_ignoring(torch.minimum),
     "signbit": _signbit, "signbit.out": _signbit,
     "median": _median, "nanmedian": _nanmedian,
+    "median.dim": _median_dim, "median.dim_values": _with_outs(_median_dim),
+    "nanmedian.dim": _nanmedian_dim, "nanmedian.dim_values": _with_outs(_nanmedian_dim),
+    "kthvalue": _kthvalue, "kthvalue.values": _with_outs(_kthvalue),
     "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
     "addbmm": _addbmm, "addbmm.out": _with_out(_addbmm, "out"),
     "upsample_bicubic2d_backward": _upsample_bicubic2d_backward,

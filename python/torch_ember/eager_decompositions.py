@@ -95,6 +95,7 @@ OPS = (
     "equal", "_unique2", "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
     "normal.float_Tensor", "max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input",
     "adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input", "put_", "median", "nanmedian",
+    "median.dim", "median.dim_values", "nanmedian.dim", "nanmedian.dim_values", "kthvalue", "kthvalue.values",
     "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
@@ -115,7 +116,8 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
                         "signbit.out", "equal", "_unique2", "repeat_interleave.Tensor", "bucketize.Tensor",
                         "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_", "median",
-                        "nanmedian", "geometric_", "is_set_to"})
+                        "nanmedian", "median.dim", "median.dim_values", "nanmedian.dim", "nanmedian.dim_values",
+                        "kthvalue", "kthvalue.values", "geometric_", "is_set_to"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

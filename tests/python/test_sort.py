@@ -82,3 +82,52 @@ def test_flip_and_roll(dtype, native_only):
 def test_flip_repeated_dim_is_an_error():
     with pytest.raises(RuntimeError, match="appears multiple times"):
         torch.ones(2, 3, device="ember").flip((0, 0))
+
+
+# --- median, nanmedian and kthvalue along a dim: sort-based, no CPU fallback -------------------
+
+def _with_nan(x):
+    x = x.clone()
+    if x.is_floating_point():
+        x[0, 1] = float("nan")       # a row with one NaN
+        x[-1] = float("nan")         # a row of NaN only
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
+@pytest.mark.parametrize("ties", [False, True])
+def test_median_nanmedian_kthvalue_along_a_dim(dtype, ties, native_only):
+    x = _with_nan(sample((4, 9), dtype, ties=ties))
+    for dim, keepdim in [(1, False), (0, True), (-1, True)]:
+        for fn in (lambda a: torch.median(a, dim, keepdim), lambda a: torch.nanmedian(a, dim, keepdim),
+                   lambda a: torch.kthvalue(a, 3, dim, keepdim)):
+            expected, got = fn(x), fn(x.to("ember"))
+            torch.testing.assert_close(got.values.cpu(), expected.values, equal_nan=True, rtol=0, atol=0)
+            if not ties and dtype in (torch.float32, torch.float64):
+                # Without ties the index is unique; among NaN only (equal as far as the order
+                # goes) it is the CPU's own choice.
+                rows = ~torch.isnan(x).all(dim, keepdim=keepdim)
+                torch.testing.assert_close(got.indices.cpu()[rows], expected.indices[rows])
+    # An odd one: median's index on ties is the first of the equal values in sorted order.
+    t = torch.tensor([[2.0, 1, 2, 2, 1]])
+    assert torch.median(t.to("ember"), 1).indices.item() == torch.median(t, 1).indices.item()
+
+
+def test_median_kthvalue_gradients_outs_errors_and_compile(native_only):
+    x = torch.randn(5, 7)
+    xe = x.to("ember").requires_grad_()
+    xc = x.clone().requires_grad_()
+    for a in (xe, xc):
+        (a.median(1).values.sum() + a.kthvalue(2, 0).values.square().sum()).backward()
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+    values, indices = torch.empty(0, device="ember"), torch.empty(0, dtype=torch.long, device="ember")
+    torch.kthvalue(xe.detach(), 4, 1, out=(values, indices))
+    expected = torch.kthvalue(x, 4, 1)
+    torch.testing.assert_close(values.cpu(), expected.values)
+    torch.testing.assert_close(indices.cpu(), expected.indices)
+    with pytest.raises(RuntimeError, match="k out of range"):
+        torch.kthvalue(xe.detach(), 8, 1)
+    f = torch.compile(lambda a: a.median(1).values * 2 + a.nanmedian(1).values + a.kthvalue(2, 1).values,
+                      backend="ember")
+    torch.testing.assert_close(f(xe.detach()).cpu(), x.median(1).values * 2 + x.nanmedian(1).values
+                               + x.kthvalue(2, 1).values)
