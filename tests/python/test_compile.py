@@ -454,23 +454,25 @@ def test_views_after_a_piece_see_the_layout_they_were_traced_with():
 
 
 def test_a_library_step_that_falls_back_for_its_arguments_is_reported():
-    # kthvalue has a composed eager path that hands these arguments to the CPU: only running the
-    # step shows it. The graph runs (results are right) but says so at its first call.
-    def f(x):
-        return x.kthvalue(2, 1)[0] * 2
+    # searchsorted has a composed eager path that hands a sorter= argument to the CPU: only
+    # running the step shows it. The graph runs (results are right) but says so at its first call.
+    def f(s, v, o):
+        return torch.searchsorted(s, v, sorter=o) * 2
 
-    x = torch.randn(4, 6, device="ember")
+    seq = torch.tensor([3.0, 1.0, 2.0, 5.0])
+    args = (seq, torch.tensor([0.5, 2.5, 9.0]), torch.argsort(seq))
+    ember_args = [a.to("ember") for a in args]
     g = _compile(f)
-    with pytest.warns(RuntimeWarning, match=r"ran 1 op\(s\) on the CPU: aten\.kthvalue"):
-        out = g(x)
-    torch.testing.assert_close(out.cpu(), f(x.cpu()))
+    with pytest.warns(RuntimeWarning, match=r"ran 1 op\(s\) on the CPU: aten\.searchsorted"):
+        out = g(*ember_args)
+    torch.testing.assert_close(out.cpu(), f(*args))
     (rec,) = torch_ember.compile_stats()
     ((op, src),) = rec["eager_ops"]
-    assert op.startswith("aten.kthvalue") and src.endswith(f"test_compile.py:{f.__code__.co_firstlineno + 1}")
-    assert any(k.startswith("aten.kthvalue") for k in torch_ember.fallback_report().compiled_eager_ops)
+    assert op.startswith("aten.searchsorted") and src.endswith(f"test_compile.py:{f.__code__.co_firstlineno + 1}")
+    assert any(k.startswith("aten.searchsorted") for k in torch_ember.fallback_report().compiled_eager_ops)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        torch.testing.assert_close(g(x).cpu(), f(x.cpu()))  # reported once, at the first call
+        torch.testing.assert_close(g(*ember_args).cpu(), f(*args))  # reported once, at the first call
 
 
 def test_scans_compile_forward_and_backward():

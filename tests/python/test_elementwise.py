@@ -564,3 +564,19 @@ def test_tanh_keeps_the_sign_of_zero_eager_and_compiled():
     assert torch.equal(torch.signbit(torch.tanh(x.to("ember")).cpu()), want)
     compiled = torch.compile(lambda t: torch.tanh(t) * 1.0, backend="ember")
     assert torch.equal(torch.signbit(compiled(x.to("ember")).cpu()), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_maximum_minimum_clamp_keep_the_first_of_equal_zeros_eager_and_compiled(dtype):
+    # Between -0.0 and +0.0 the CPU keeps the first operand: clamp(-0.0, min=0) is -0.0.
+    x = torch.tensor([-0.0, 0.0, float("nan"), 1.0, -0.0], dtype=dtype)
+    z = torch.tensor([0.0, -0.0, 1.0, float("nan"), -0.0], dtype=dtype)
+
+    def f(x, z):
+        return [torch.maximum(x, z), torch.minimum(x, z), x.clamp(min=0), x.clamp(max=0), x.clamp_min(0.0)]
+
+    compiled = torch.compile(lambda x, z: [t * 1 for t in f(x, z)], backend="ember")
+    for got in (f(x.to("ember"), z.to("ember")), compiled(x.to("ember"), z.to("ember"))):
+        for g, r in zip(got, f(x, z)):
+            torch.testing.assert_close(g.cpu(), r, equal_nan=True)
+            assert torch.equal(torch.signbit(g.cpu()), torch.signbit(r))

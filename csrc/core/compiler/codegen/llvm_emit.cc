@@ -346,12 +346,16 @@ Value* KernelEmitter::apply(const Expr& x) {
                                                                       b_.CreateSIToFP(bb, f64())),
                                              i64());
                     break;
+                // NaN propagates; between equal values (-0 and +0) the first operand is kept,
+                // as eager mode and the CPU do (llvm.maximum would order -0 below +0).
                 case Op::kMaximum:
-                    r = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, bb)
+                    r = fl ? b_.CreateSelect(b_.CreateFCmpUNO(a, bb), b_.CreateFAdd(a, bb),
+                                             b_.CreateSelect(b_.CreateFCmpOGT(bb, a), bb, a))
                            : b_.CreateSelect(b_.CreateICmpSGT(a, bb), a, bb);
                     break;
                 case Op::kMinimum:
-                    r = fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, bb)
+                    r = fl ? b_.CreateSelect(b_.CreateFCmpUNO(a, bb), b_.CreateFAdd(a, bb),
+                                             b_.CreateSelect(b_.CreateFCmpOLT(bb, a), bb, a))
                            : b_.CreateSelect(b_.CreateICmpSLT(a, bb), a, bb);
                     break;
                 default: r = a;

@@ -61,7 +61,8 @@ inline T remainder(T a, T b) {
     return mod;
 }
 
-// NaN propagates through maximum/minimum, as in torch.maximum.
+// NaN propagates through maximum/minimum, as in torch.maximum; between equal values (-0 and +0)
+// the first operand is kept, as on the CPU (clamp(-0.0, min=0) is -0.0).
 #define EMBER_BINARY_FLOAT_BODY(T)                                                              \
     switch (op) {                                                                               \
         case BinaryOp::kAdd: for (int64_t i = 0; i < n; ++i) y[i] = a[i] + alpha * b[i]; break; \
@@ -71,11 +72,11 @@ inline T remainder(T a, T b) {
         case BinaryOp::kPow: for (int64_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]); break; \
         case BinaryOp::kMaximum:                                                                \
             for (int64_t i = 0; i < n; ++i)                                                     \
-                y[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (a[i] > b[i] ? a[i] : b[i]); \
+                y[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (b[i] > a[i] ? b[i] : a[i]); \
             break;                                                                              \
         case BinaryOp::kMinimum:                                                                \
             for (int64_t i = 0; i < n; ++i)                                                     \
-                y[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (a[i] < b[i] ? a[i] : b[i]); \
+                y[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (b[i] < a[i] ? b[i] : a[i]); \
             break;                                                                              \
         case BinaryOp::kEq: for (int64_t i = 0; i < n; ++i) y[i] = a[i] == b[i]; break;         \
         case BinaryOp::kNe: for (int64_t i = 0; i < n; ++i) y[i] = a[i] != b[i]; break;         \
