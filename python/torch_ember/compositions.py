@@ -210,19 +210,16 @@ def _geometric_(self, p, *, generator=None):
 
 
 def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
-    """beta * self + alpha * sum_b batch1[b] @ batch2[b], as one product of batch1 laid out as
+    """beta * self + alpha * sum_b batch1[b] @ batch2[b], as one addmm of batch1 laid out as
     [n, b*m] with batch2 as [b*m, p]. beta = 0 ignores self (NaN included), as on the CPU."""
     if not batch1.is_floating_point() or batch1.dim() != 3 or batch2.dim() != 3 or \
             batch1.shape[0] != batch2.shape[0] or batch1.shape[2] != batch2.shape[1] or \
             batch1.dtype != batch2.dtype or self.dtype != batch1.dtype:
         return NotImplemented  # the CPU's errors
     b, n, m = batch1.shape
-    prod = batch1.permute(1, 0, 2).reshape(n, b * m) @ batch2.reshape(b * m, batch2.shape[2])
-    if alpha != 1:
-        prod = prod * alpha
-    if beta == 0:
-        return prod
-    return prod + (self if beta == 1 else self * beta)
+    # addmm scales and adds in the product's float accumulator and rounds once, as the CPU does.
+    return torch.addmm(self, batch1.permute(1, 0, 2).reshape(n, b * m), batch2.reshape(b * m, batch2.shape[2]),
+                       beta=beta, alpha=alpha)
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):

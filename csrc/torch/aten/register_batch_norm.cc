@@ -281,6 +281,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reserve(
 std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_forward(
     const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, int64_t N,
     int64_t C, int64_t HxW, int64_t group, double eps) {
+    const c10::ScalarType dt = x.scalar_type();
+    if (dt == at::kBFloat16 || dt == at::kHalf) {
+        // In float, rounded once at the end, as the CPU kernel computes half types: the
+        // composition run in bfloat16 rounds the normalized values before the affine step.
+        auto widen = [](const std::optional<at::Tensor>& t) {
+            return t && t->defined() ? std::optional<at::Tensor>(t->to(at::kFloat)) : t;
+        };
+        auto [out, mean, rstd] = at::native::math_group_norm(x.contiguous().to(at::kFloat), widen(weight), widen(bias),
+                                                             N, C, HxW, group, eps);
+        // The statistics come in the parameters' dtype (float32 weights with a bfloat16 input
+        // give float32 statistics), as on the CPU.
+        const c10::ScalarType stat = weight && weight->defined() ? weight->scalar_type() : dt;
+        out = out.to(dt);
+        const auto format = x.suggest_memory_format();
+        if (format != c10::MemoryFormat::Contiguous) out = out.contiguous(format);
+        return {out, mean.to(stat), rstd.to(stat)};
+    }
     auto [out, mean, rstd] = at::native::math_group_norm(x.contiguous(), weight, bias, N, C, HxW, group, eps);
     const auto format = x.suggest_memory_format();
     if (format != c10::MemoryFormat::Contiguous) out = out.contiguous(format);
