@@ -164,3 +164,15 @@ def test_any_all_over_no_dims_reduce_nothing():
                 got, ref = op(t.to("ember"), dim=dims, keepdim=keepdim), op(t, dim=dims, keepdim=keepdim)
                 assert got.dtype == ref.dtype and got.shape == ref.shape
                 torch.testing.assert_close(got.cpu(), ref)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_sum_with_an_integer_dtype_truncates_each_float_first(compiled):
+    x = torch.tensor([[0.6, -1.7, 2.9], [0.6, 0.5, 2.9], [1.9, -0.5, 0.2]])
+
+    def fn(t):
+        return t.sum(0, dtype=torch.int64), t.sum(dtype=torch.int32)
+
+    run = torch.compile(fn, backend="ember") if compiled else fn
+    for got, want in zip(run(x.to("ember")), fn(x)):
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)

@@ -131,3 +131,19 @@ def test_scatter_reduce_modes(dtype, include_self, reduce):
     same_outcome(lambda a, i, s: a.scatter_reduce(1, i, s, reduce, include_self=include_self), x, idx, src)
     on_cpu = dtype == torch.int64 and (reduce == "mean" or (reduce in ("amax", "amin") and not include_self))
     assert bool(torch_ember.fallback_report()) == on_cpu, str(torch_ember.fallback_report())
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_index_add_into_bool_and_integer_addcmul_with_a_float_value(compiled):
+    # alpha * a bool source is an integer, and an integer addcmul truncates a float value: the
+    # CPU's answers, eagerly and as compiled graph steps.
+    def fn(x, y):
+        idx = torch.tensor([0, 2], device=x.device)
+        return (x.index_add(0, idx, torch.ones(2, 3, dtype=torch.bool, device=x.device), alpha=2),
+                torch.addcmul(y, y, y, value=0.5))
+
+    x = torch.tensor([[True, False, True], [False, False, True], [False, True, False]])
+    y = torch.tensor([1, 2, 3, -4], dtype=torch.int32)
+    run = torch.compile(fn, backend="ember") if compiled else fn
+    for got, want in zip(run(x.to("ember"), y.to("ember")), fn(x, y)):
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)

@@ -102,7 +102,10 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
     }
     resize_out(out, p.out_shape);
     if (empty) return out.zero_();  // a sum over nothing is 0, as on CPU
-    queue_reduce(ReduceOp::kSum, self, p, out);
+    // sum(dtype=) casts the input first, as the CPU does: floats asked to sum as integers are
+    // each truncated, not summed and then truncated.
+    const bool cast_first = at::isFloatingType(self.scalar_type()) && !at::isFloatingType(out.scalar_type());
+    queue_reduce(ReduceOp::kSum, cast_first ? self.to(out.scalar_type()) : self, p, out);
     return out;
 }
 

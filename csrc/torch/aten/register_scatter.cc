@@ -384,7 +384,9 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     bool ok = plain_dtype(self.scalar_type()) && source.scalar_type() == self.scalar_type() &&
               out.scalar_type() == self.scalar_type() && index.dim() <= 1 &&
               (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt) && self.dim() > 0 &&
-              source.dim() == self.dim() && on_device(self.device(), index) && on_device(self.device(), source);
+              source.dim() == self.dim() && on_device(self.device(), index) && on_device(self.device(), source) &&
+              // alpha * source must keep self's dtype (bool times 2 is an integer on the CPU).
+              self.scalar_type() != at::kBool && (at::isFloatingType(self.scalar_type()) || !alpha.isFloatingPoint());
     if (ok) {
         dim = at::maybe_wrap_dim(dim, self.dim());
         ok = source.size(dim) == index.numel();

@@ -56,4 +56,30 @@ def decomposition_table() -> dict:
             continue
         base, _, overload = name.partition(".")
         table.setdefault(getattr(getattr(aten, base), overload or "default"), fn)
+    for op, declines in _DECLINE.items():
+        if op in table:
+            table[op] = _unless(declines, table[op])
     return table
+
+
+def _unless(declines, decomposition):
+    """The decomposition, except for the arguments `declines` names: for those the op stays whole
+    (a library step, whose eager kernel computes what the CPU does)."""
+    def run(*args, **kwargs):
+        return NotImplemented if declines(*args, **kwargs) else decomposition(*args, **kwargs)
+    return run
+
+
+def _integer(t) -> bool:
+    return isinstance(t, torch.Tensor) and not t.dtype.is_floating_point and not t.dtype.is_complex
+
+
+# Arguments torch._refs refuses or computes in another dtype than the CPU kernel: an integer
+# addcmul with a float `value` (the reference raises; the CPU truncates the value; an integer
+# addcdiv raises the CPU's own error from the eager step), and
+# index_add into bool (alpha * source becomes an integer the accumulation refuses).
+_DECLINE = {
+    aten.addcmul.default: lambda x, *a, value=1: _integer(x) and isinstance(value, float),
+    aten.addcdiv.default: lambda x, *a, value=1: _integer(x) and isinstance(value, float),
+    aten.index_add.default: lambda x, *a, **k: isinstance(x, torch.Tensor) and x.dtype == torch.bool,
+}
