@@ -671,3 +671,14 @@ def test_half_precision_batch_norm_trains_compiled(module, dtype):
     torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=5e-2, atol=2e-2)
     for a, b in zip(m.parameters(), ref.parameters()):
         torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=5e-2, atol=5e-2)
+
+
+def test_empty_splits_and_0d_variance_compile():
+    # A dim of size 0 splits into one empty piece; a 0-d variance is NaN, as eagerly.
+    def f(x, s):
+        return torch.split(x, 2, -1)[0] + 1, s.std(0, keepdim=True), s.var(0)
+
+    x, s = torch.zeros(4, 7, 0), torch.tensor(1.5)
+    for got, want in zip(_compile(f)(x.to("ember"), s.to("ember")), f(x, s)):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)

@@ -89,7 +89,7 @@ def lower_node(b: Builder, node, env) -> object:
     if node.target is operator.getitem:
         src, idx = node.args
         val = env[src]
-        if not isinstance(val, tuple) or val[idx] is None:
+        if not isinstance(val, tuple) or not -len(val) <= idx < len(val) or val[idx] is None:
             raise Unsupported("getitem of an untranslated output")
         return val[idx]
     fn = LOWERINGS.get(node.target)

@@ -289,7 +289,8 @@ def _split(b, node, x, split, dim=0):
     sizes = b.sizes(x)
     dim = _dim(dim, len(sizes))
     if isinstance(split, int):
-        split = [min(split, sizes[dim] - s) for s in range(0, sizes[dim], split)]
+        # A dim of size 0 splits into one empty piece, as eagerly.
+        split = [min(split, sizes[dim] - s) for s in range(0, sizes[dim], split)] or [0]
     out, start = [], 0
     for n in split:
         out.append(b.slice(x, dim, start, start + n, 1))
@@ -406,6 +407,8 @@ def _reduce_all(b, node, x, dtype=None):
 
 
 def _var(b, x, dims, correction, keepdim):
+    if not b.sizes(x):
+        raise Unsupported("variance of a 0-d tensor")  # the eager kernel's NaN
     dims = _dims(b, x, dims)
     n = math.prod(b.sizes(x)[d] for d in dims)
     mean = b.reduce("mean", x, dims, True)
