@@ -531,6 +531,18 @@ def test_python_numbers_with_half_tensors_match_cpu_bit_for_bit(dtype, native_on
         torch.testing.assert_close(f(xe, 2.3).cpu(), f(x, 2.3), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_add_sub_alpha_with_half_tensors_match_cpu_bit_for_bit(dtype, native_only):
+    # The CPU rounds alpha to the tensor's dtype too (3.14159 is 3.140625 in both).
+    g = torch.Generator().manual_seed(0)
+    a, b = [[torch.randn(64, generator=g).to(dtype) for _ in range(3)] for _ in range(2)]
+    ae, be = [t.to("ember") for t in a], [t.to("ember") for t in b]
+    for op in (torch.add, torch.sub):
+        torch.testing.assert_close(op(ae[0], be[0], alpha=3.14159).cpu(), op(a[0], b[0], alpha=3.14159), rtol=0, atol=0)
+    for got, want in zip(torch._foreach_add(ae, be, alpha=3.14159), torch._foreach_add(a, b, alpha=3.14159)):
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
 def test_zero_dim_complex_times_a_python_number_keeps_its_dtype(native_only):
     s = torch.tensor(1 + 2j, dtype=torch.complex64)
     for f in (lambda t: t * 0.5, lambda t: t * 1j, lambda t: 2.0 * t):

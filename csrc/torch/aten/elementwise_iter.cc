@@ -84,6 +84,15 @@ kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
     return s;
 }
 
+kernels::Scalar alpha_scalar(const c10::Scalar& alpha, c10::ScalarType compute) {
+    kernels::Scalar s = to_kernel_scalar(alpha);
+    if (s.kind == kernels::Scalar::Kind::kFloat) {
+        if (compute == at::kHalf) s.f = static_cast<float>(c10::Half(static_cast<float>(s.f)));
+        if (compute == at::kBFloat16) s.f = static_cast<float>(c10::BFloat16(static_cast<float>(s.f)));
+    }
+    return s;
+}
+
 bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool) {
     if (iter.ndim() > kernels::kMaxLoopDims) return false;  // dims that would not coalesce
     // A real computation with a complex out= (or input): the kernels move real values only.
@@ -126,7 +135,7 @@ void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10:
     runtime::Device& dev = iter_device(iter);
     auto st = make_loop(iter, op != kernels::BinaryOp::kMul && op != kernels::BinaryOp::kDiv);
     kernels::DType compute = to_dtype(iter.common_dtype());
-    kernels::Scalar a = to_kernel_scalar(alpha);
+    kernels::Scalar a = alpha_scalar(alpha, iter.common_dtype());
     runtime::ThreadPool* pool = &dev.pool();
     enqueue(dev.current_stream(), kernels::op_name(op),
             [st, op, compute, a, pool] { return kernels::binary(op, st->loop, compute, a, pool); });

@@ -15,6 +15,8 @@ namespace ember::torch_glue {
 bool native_compute(const at::TensorIteratorBase& iter, bool integers, bool allow_bool = false);
 
 kernels::Scalar to_kernel_scalar(const c10::Scalar& v);
+// add/sub's alpha as the CPU applies it: rounded to a float16/bfloat16 computation's dtype first.
+kernels::Scalar alpha_scalar(const c10::Scalar& alpha, c10::ScalarType compute);
 
 void queue_unary(kernels::UnaryOp op, at::TensorIteratorBase& iter);
 void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& alpha = c10::Scalar(1));

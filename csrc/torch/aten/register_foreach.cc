@@ -155,7 +155,7 @@ void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alph
                 [&](size_t i, Job& job, double*) {
                     add_tensor(job.loop, self[i]);
                     add_tensor(job.loop, other[i]);
-                    job.value = to_kernel_scalar(alpha);
+                    job.value = alpha_scalar(alpha, self[i].scalar_type());
                 });
 }
 
