@@ -380,32 +380,6 @@ def _signbit(a, *, out=None):
     return a.view(bits) < 0
 
 
-def _median(self):
-    """torch.median of all elements: the lower middle of the sorted values, NaN if there is one
-    (a sort puts NaN last)."""
-    if self.numel() == 0 or self.dtype == torch.bool:
-        return NotImplemented  # the CPU's result or error
-    ordered = torch.sort(self.reshape(-1)).values
-    value = ordered[(ordered.numel() - 1) // 2]
-    if self.is_floating_point():
-        value = torch.where(torch.isnan(ordered[-1]), ordered[-1], value)
-    return value.clone()
-
-
-def _nanmedian(self):
-    """torch.nanmedian of all elements: the lower middle of the values that are not NaN (NaN
-    when all are)."""
-    if not self.is_floating_point():
-        return _median(self)
-    if self.numel() == 0:
-        return NotImplemented
-    flat = self.reshape(-1)
-    ordered = torch.sort(flat).values
-    count = (~torch.isnan(flat)).sum()
-    middle = ((count - 1).clamp(min=0) // 2).reshape(1)
-    return ordered.gather(0, middle).reshape(())
-
-
 def _select_sorted(self, dim, keepdim, position):
     """(values, indices) at `position` (an int, or a tensor of positions per row) along `dim`
     of a stable ascending sort: NaN sorts last, and ties keep their order, which is the index
@@ -414,7 +388,8 @@ def _select_sorted(self, dim, keepdim, position):
         return self.clone(), torch.zeros((), dtype=torch.long, device=self.device)
     ordered = torch.sort(self, dim=dim, stable=True)
     if isinstance(position, int):
-        values, indices = ordered.values.select(dim, position), ordered.indices.select(dim, position)
+        # Copies: an op that is not a view returns tensors of their own, not views of the sort's.
+        values, indices = ordered.values.select(dim, position).clone(), ordered.indices.select(dim, position).clone()
     else:
         pos = position.unsqueeze(dim)
         values = ordered.values.gather(dim, pos).squeeze(dim)
@@ -464,6 +439,18 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
     if not _reducible(self, dim) or not 1 <= k <= n:
         return NotImplemented
     return _select_sorted(self, dim, keepdim, k - 1)
+
+
+def _median(self):
+    """torch.median of all elements: the median of the flattened tensor along its one dim."""
+    r = _median_dim(self.reshape(-1), 0)
+    return r if r is NotImplemented else r[0]
+
+
+def _nanmedian(self):
+    """torch.nanmedian of all elements, likewise."""
+    r = _nanmedian_dim(self.reshape(-1), 0)
+    return r if r is NotImplemented else r[0]
 
 
 def _with_outs(fn):

@@ -70,8 +70,7 @@ def check_fits(value, dtype):
     """Raises Unsupported when a Python number does not fit `dtype` by c10's checked conversion,
     which the CPU applies to fills and bounds (a negative int still wraps into an unsigned
     type); the node then runs as a library step, whose eager kernel raises the CPU's error."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or dtype in (torch.bool,) \
-            or dtype.is_complex:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or dtype == torch.bool or dtype.is_complex:
         return
     if dtype.is_floating_point:
         ok = math.isinf(value) or math.isnan(value) or abs(value) <= torch.finfo(dtype).max
