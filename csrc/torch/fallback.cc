@@ -9,6 +9,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -203,26 +204,57 @@ void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
     }
 }
 
-}  // namespace
+// A CPU tensor over the same device memory, with the same sizes, strides and conj/neg bits:
+// the host executor's device memory is host memory, so a library routine can read it in place.
+at::Tensor host_alias(const at::Tensor& t) {
+    auto options = t.options().device(c10::kCPU);
+    at::Tensor a = t.numel() == 0 ? at::empty_strided(t.sizes(), t.strides(), options)
+                                  : at::from_blob(t.data_ptr(), t.sizes(), t.strides(), options);
+    a._set_conj(t.is_conj());
+    a._set_neg(t.is_neg());
+    return a;
+}
 
-void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void alias_arg_on_host(c10::IValue& iv) {
+    if (iv.isTensor()) {
+        const at::Tensor& t = iv.toTensor();
+        if (is_ember(t)) iv = c10::IValue(host_alias(t));
+    } else if (iv.isTensorList()) {
+        std::vector<at::Tensor> ts = iv.toTensorVector();
+        for (auto& t : ts) if (is_ember(t)) t = host_alias(t);
+        iv = c10::IValue(c10::List<at::Tensor>(ts));
+    } else {
+        move_arg_to_cpu(iv);  // optional tensor lists (none of the library ops take one), devices
+    }
+}
+
+// The shared body of the fallback and of library ops: arguments to the host (copies, or for a
+// library op aliases of the inputs), the CPU kernel, results back to the device.
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool library) {
     const auto& schema = op.schema();
     const std::string name = op_name(schema);
-    FallbackScope scope(name);
+    std::optional<FallbackScope> scope;
+    if (!library) scope.emplace(name);
     const auto& args = schema.arguments();
     const size_t begin = stack->size() - args.size();
     const c10::Device device = op_device(schema, *stack, begin, name);
     c10::DeviceGuard guard(device);
-    RngRedirect rng(op, *stack, begin, device);
+    std::optional<RngRedirect> rng;
+    if (!library) rng.emplace(op, *stack, begin, device);
+    if (library) synchronize(device_for(device.index()).current_stream());
 
     std::vector<c10::IValue> originals(stack->begin() + begin, stack->end());
-    for (size_t i = 0; i < args.size(); ++i) move_arg_to_cpu((*stack)[begin + i]);
-    // Mutated arguments: keep their CPU versions, which the op writes into.
+    auto written = [&](size_t i) {
+        return (args[i].alias_info() && args[i].alias_info()->isWrite()) || mutates_undeclared(name, i);
+    };
+    // Written arguments are CPU copies (the kernel may resize them), copied back afterwards.
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (library && !written(i)) alias_arg_on_host((*stack)[begin + i]);
+        else move_arg_to_cpu((*stack)[begin + i]);
+    }
     std::vector<std::pair<size_t, c10::IValue>> mutated;
     for (size_t i = 0; i < args.size(); ++i) {
-        if ((args[i].alias_info() && args[i].alias_info()->isWrite()) || mutates_undeclared(name, i)) {
-            mutated.emplace_back(i, (*stack)[begin + i]);
-        }
+        if (written(i)) mutated.emplace_back(i, (*stack)[begin + i]);
     }
 
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
@@ -252,6 +284,12 @@ void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
         }
     }
 }
+
+}  // namespace
+
+void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_host(op, stack, false); }
+
+void ember_library_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_host(op, stack, true); }
 
 FallbackScope::FallbackScope(std::string op)
     : op_(std::move(op)), outer_(t_scope), uncaught_(std::uncaught_exceptions()),

@@ -28,6 +28,11 @@ struct FallbackRecord {
 // with at::native::call_fallback_fn.
 void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// A library op (library_ops.cc): the CPU kernel, i.e. the host's LAPACK or FFT library, run on
+// the device memory itself once the current stream has finished, its inputs aliased rather than
+// copied; not counted or warned as a fallback. Written arguments and results are copied.
+void ember_library_call(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 FallbackMode fallback_mode();
 void set_fallback_mode(FallbackMode mode);
 std::vector<FallbackRecord> fallback_records();

@@ -1,5 +1,8 @@
 """Linear algebra that runs natively: triangular solves (the chunked linear-attention layers of
-hybrid models solve one per step), forward and backward, against the CPU."""
+hybrid models solve one per step) by ember's own kernel, and the LAPACK family (Cholesky, LU,
+QR, eigen and singular value decompositions, solves, determinants, least squares) as library ops
+on device memory (register_library.cc); forward and backward, eager and compiled, against the
+CPU, with the CPU's layouts and errors."""
 import pytest
 import torch
 
@@ -45,3 +48,108 @@ def test_solve_triangular_broadcasts_batches(native_only):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
 def test_eye_native(shape, dtype, native_only):
     torch.testing.assert_close(torch.eye(*shape, dtype=dtype, device="ember").cpu(), torch.eye(*shape, dtype=dtype))
+
+
+# ---- the LAPACK family as library ops --------------------------------------------------------
+
+def _spd(g, batch=3, n=5, dtype=torch.float64):
+    a = torch.randn(batch, n, n, generator=g, dtype=dtype)
+    return a @ a.mT + n * torch.eye(n, dtype=dtype)
+
+
+LAPACK_CASES = {
+    "cholesky": lambda a, s: torch.linalg.cholesky(s),
+    "cholesky_ex": lambda a, s: torch.linalg.cholesky_ex(s),
+    "inv": lambda a, s: torch.linalg.inv(a),
+    "det": lambda a, s: torch.linalg.det(a),
+    "slogdet": lambda a, s: torch.linalg.slogdet(a),
+    "solve": lambda a, s: torch.linalg.solve(a, s),
+    "qr": lambda a, s: torch.linalg.qr(a),
+    "eigh": lambda a, s: torch.linalg.eigh(s),
+    "svd": lambda a, s: torch.linalg.svd(a),
+    "svdvals": lambda a, s: torch.linalg.svdvals(a),
+    "lu_factor": lambda a, s: torch.linalg.lu_factor(a),
+    "lu": lambda a, s: torch.linalg.lu(a),
+    "lstsq": lambda a, s: torch.linalg.lstsq(a, s).solution,
+    "pinv": lambda a, s: torch.linalg.pinv(a),
+    "cholesky_solve": lambda a, s: torch.cholesky_solve(a, torch.linalg.cholesky(s)),
+    "householder": lambda a, s: torch.linalg.householder_product(*torch.geqrf(a)),
+    "det_of_transposed_view": lambda a, s: torch.linalg.det(a.mT[:, 1:, 1:]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAPACK_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lapack_ops_match_cpu_with_its_layouts(case, dtype, native_only):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 5, 5, generator=g, dtype=dtype) + 2 * torch.eye(5, dtype=dtype)
+    s = _spd(g, dtype=dtype)
+    fn = LAPACK_CASES[case]
+    want, got = fn(a, s), fn(a.to("ember"), s.to("ember"))
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else {}
+    for w, e in zip(want, got):
+        assert e.device.type == "ember"
+        assert e.stride() == w.stride(), (e.stride(), w.stride())  # column-major factors stay so
+        torch.testing.assert_close(e.cpu(), w, **tol)
+
+
+@pytest.mark.parametrize("case", ["det_of_transposed_view", "slogdet", "inv", "solve", "eigh", "cholesky", "qr"])
+def test_lapack_gradients_match_cpu(case, native_only):
+    g = torch.Generator().manual_seed(1)
+    a0 = torch.randn(3, 5, 5, generator=g, dtype=torch.float64) + 2 * torch.eye(5, dtype=torch.float64)
+    s0 = _spd(g)
+    grads = []
+    for dev in ("cpu", "ember"):
+        a, s = a0.detach().to(dev).requires_grad_(), s0.detach().to(dev).requires_grad_()
+        out = LAPACK_CASES[case](a, s)
+        out = out if isinstance(out, tuple) else (out,)
+        sum(o.sum() for o in out if o.is_floating_point()).backward()
+        grads.append((a.grad, s.grad))
+    for w, e in zip(*grads):
+        if w is not None:
+            torch.testing.assert_close(e.cpu(), w)
+
+
+def test_lapack_errors_are_the_cpus():
+    s = _spd(torch.Generator().manual_seed(2))
+    with pytest.raises(torch.linalg.LinAlgError, match="not positive-definite"):
+        torch.linalg.cholesky(-s.to("ember"))
+    with pytest.raises(RuntimeError, match="must be batches of square matrices"):
+        torch.linalg.inv(s.to("ember")[:, :3])
+    with pytest.raises(RuntimeError, match="Expected a floating point or complex tensor"):
+        torch.linalg.cholesky(s.to("ember").int())
+    with pytest.raises(RuntimeError, match="not implemented for 'BFloat16'|BFloat16"):
+        torch.linalg.inv(s.to("ember").bfloat16())
+    info = torch.linalg.cholesky_ex(-s.to("ember")).info
+    assert info.device.type == "ember" and (info.cpu() > 0).all()
+
+
+def test_lapack_out_forms_resize_like_the_cpu(native_only):
+    s = _spd(torch.Generator().manual_seed(3))
+    L = torch.empty(0, dtype=torch.float64, device="ember")
+    torch.linalg.cholesky(s.to("ember"), out=L)
+    torch.testing.assert_close(L.cpu(), torch.linalg.cholesky(s))
+    q, r = torch.empty(0, dtype=torch.float64, device="ember"), torch.empty(0, dtype=torch.float64, device="ember")
+    torch.linalg.qr(s.to("ember"), out=(q, r))
+    torch.testing.assert_close((q @ r).cpu(), s)
+
+
+def test_lapack_in_a_compiled_training_step(native_only):
+    def step(a, b):
+        q, _ = torch.linalg.qr(a @ b)
+        x = torch.linalg.solve(a @ a.mT + 3 * torch.eye(a.shape[-1], device=a.device), b)
+        return torch.linalg.svdvals(q + 1).sum() + x.sum() + torch.linalg.slogdet(a)[1].sum()
+
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(3, 5, 5, generator=g), torch.randn(3, 5, 5, generator=g)
+    ac, bc = a.clone().requires_grad_(), b.clone().requires_grad_()
+    ae, be = a.to("ember").requires_grad_(), b.to("ember").requires_grad_()
+    want = step(ac, bc)
+    got = torch.compile(step, backend="ember")(ae, be)  # strict: no op may be refused
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    want.backward()
+    got.backward()
+    torch.testing.assert_close(ae.grad.cpu(), ac.grad, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(be.grad.cpu(), bc.grad, rtol=1e-3, atol=1e-4)

@@ -87,9 +87,35 @@ def test_errors_match_cpu():
         torch.mm(a, torch.randn(4, 2, device="ember", dtype=torch.float64))
 
 
-def test_integer_matmul_falls_back_visibly():
-    torch_ember.reset_fallback_stats()
-    a = torch.randint(-5, 5, (3, 4))
-    b = torch.randint(-5, 5, (4, 2))
-    torch.testing.assert_close(torch.mm(a.to("ember"), b.to("ember")).cpu(), a @ b)
-    assert any(r.op == "aten::mm" for r in torch_ember.fallback_report())
+INTEGERS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
+
+
+@pytest.mark.parametrize("dtype", INTEGERS)
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (3, 4, 5), (17, 33, 9), (64, 130, 70)])
+def test_integer_products_native_and_exact(dtype, m, k, n, no_fallback):
+    g = torch.Generator().manual_seed(m * k + n)
+    lo = 0 if dtype == torch.uint8 else -100
+    a = torch.randint(lo, 100, (m, k), generator=g).to(dtype)
+    b = torch.randint(lo, 100, (n, k), generator=g).to(dtype).t()  # a transposed operand
+    c = torch.randint(lo, 100, (m, n), generator=g).to(dtype)
+    ae, be, ce = a.to("ember"), b.to("ember"), c.to("ember")
+    # int8/uint8 sums wrap: the results must agree bit for bit, overflow included
+    assert torch.equal(torch.mm(ae, be).cpu(), torch.mm(a, b))
+    assert torch.equal(torch.addmm(ce, ae, be, beta=3, alpha=-2).cpu(), torch.addmm(c, a, b, beta=3, alpha=-2))
+    A = torch.randint(lo, 100, (3, m, k), generator=g).to(dtype)
+    B = torch.randint(lo, 100, (3, k, n), generator=g).to(dtype)
+    assert torch.equal(torch.bmm(A.to("ember"), B.to("ember")).cpu(), torch.bmm(A, B))
+    assert torch.equal((A.to("ember") @ B[0].to("ember")).cpu(), A @ B[0])
+
+
+def test_int64_products_wrap_like_the_cpu(no_fallback):
+    big = torch.full((2, 3), 2 ** 62, dtype=torch.int64)
+    assert torch.equal((big.to("ember") @ big.t().to("ember")).cpu(), big @ big.t())
+
+
+def test_bool_matmul_keeps_the_cpu_error():
+    a = torch.ones(2, 2, dtype=torch.bool)
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        torch.mm(a, a)
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        torch.mm(a.to("ember"), a.to("ember"))

@@ -1,6 +1,6 @@
 // Matrix products: mm, bmm, addmm, baddbmm and their out= and in-place forms, which is what
 // matmul, linear and their backwards reach. Each queues one kernels::gemm on the stream.
-// Dtypes the GEMM does not take (integers) go to the CPU fallback like any missing kernel.
+// Dtypes the GEMM does not take (bool, complex) go to the CPU fallback like any missing kernel.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addr.h>
@@ -19,8 +19,19 @@
 namespace ember::torch_glue {
 namespace {
 
+// Floating types go to the GEMM provider, integers to core's own integer loop; bool (which the
+// CPU refuses) and complex take the fallback.
 bool gemm_dtype(c10::ScalarType t) {
-    return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
+    return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf ||
+           (c10::isIntegralType(t, /*includeBool=*/false) && t != at::kUInt16 && t != at::kUInt32 &&
+            t != at::kUInt64);
+}
+
+// addmm/baddbmm: an integer product with a floating alpha or beta keeps the CPU's own rule.
+bool product_native(const at::Tensor& a, const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (!gemm_dtype(a.scalar_type())) return false;
+    return a.is_floating_point() || (!beta.isFloatingPoint() && !alpha.isFloatingPoint() && !beta.isComplex() &&
+                                     !alpha.isComplex());
 }
 
 kernels::TensorView as_3d(const at::Tensor& t, bool writable = true) {
@@ -119,39 +130,39 @@ at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const 
 
 at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                  const c10::Scalar& beta, const c10::Scalar& alpha) {
-    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(addmm)>(input, a, b, beta, alpha);
+    if (!product_native(a, beta, alpha)) return cpu<ATEN_OP(addmm)>(input, a, b, beta, alpha);
     at::Tensor out = at::empty({0}, a.options());
     return add_product_out(input, a, b, beta, alpha, out, 2);
 }
 
 at::Tensor& addmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP2(addmm, out)>(input, a, b, beta, alpha, out);
+    if (!product_native(a, beta, alpha)) return cpu<ATEN_OP2(addmm, out)>(input, a, b, beta, alpha, out);
     return add_product_out(input, a, b, beta, alpha, out, 2);
 }
 
 at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                    const c10::Scalar& beta, const c10::Scalar& alpha) {
-    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(addmm_)>(self, a, b, beta, alpha);
+    if (!product_native(a, beta, alpha)) return cpu<ATEN_OP(addmm_)>(self, a, b, beta, alpha);
     return add_product_out(self, a, b, beta, alpha, self, 2);
 }
 
 at::Tensor baddbmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                    const c10::Scalar& beta, const c10::Scalar& alpha) {
-    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(baddbmm)>(input, a, b, beta, alpha);
+    if (!product_native(a, beta, alpha)) return cpu<ATEN_OP(baddbmm)>(input, a, b, beta, alpha);
     at::Tensor out = at::empty({0}, a.options());
     return add_product_out(input, a, b, beta, alpha, out, 3);
 }
 
 at::Tensor& baddbmm_out(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                         const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP2(baddbmm, out)>(input, a, b, beta, alpha, out);
+    if (!product_native(a, beta, alpha)) return cpu<ATEN_OP2(baddbmm, out)>(input, a, b, beta, alpha, out);
     return add_product_out(input, a, b, beta, alpha, out, 3);
 }
 
 at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                      const c10::Scalar& beta, const c10::Scalar& alpha) {
-    if (!gemm_dtype(a.scalar_type())) return cpu<ATEN_OP(baddbmm_)>(self, a, b, beta, alpha);
+    if (!product_native(a, beta, alpha)) return cpu<ATEN_OP(baddbmm_)>(self, a, b, beta, alpha);
     return add_product_out(self, a, b, beta, alpha, self, 3);
 }
 

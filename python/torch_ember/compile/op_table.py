@@ -86,12 +86,14 @@ def eager_route(target) -> str:
 # ember ops; user-defined Triton kernels, which Dynamo and triton_op custom ops put in a graph as
 # triton_kernel_wrapper_* nodes and whose eager implementation launches the kernel through
 # Ember's Triton backend; the RNG-state wrappers AOTAutograd puts around random ops in a
-# checkpointed region, which integrations/_rng_prims.py gives ember implementations): they are
+# checkpointed region, which integrations/_rng_prims.py gives ember implementations; the
+# with_effects wrapper AOTAutograd puts around ops with side effects, such as linalg's
+# _linalg_check_errors, which calls the op and threads an ordering token through): they are
 # library steps of a compiled graph, as in eager mode.
 EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward", "cond", "while_loop", "invoke_subgraph",
                                 "map_impl", "scan", "triton_kernel_wrapper_mutation",
                                 "triton_kernel_wrapper_functional", "run_and_save_rng_state",
-                                "run_with_rng_state"})
+                                "run_with_rng_state", "with_effects"})
 
 
 def runs_eagerly_on_ember(target) -> bool:

@@ -63,12 +63,19 @@ class _EmberSupport(OperatorSupportBase):
 
 
 def _route(node) -> str:
-    route = compile_route(node.target)
+    if getattr(node.target, "__name__", None) == "with_effects" and len(node.args) > 1:
+        # with_effects(token, op, *args) runs `op`: its route is the op's.
+        return _route_of_target(node.args[1])
+    return _route_of_target(node.target)
+
+
+def _route_of_target(target) -> str:
+    route = compile_route(target)
     # An op that has a lowering but not for this call (a dtype, an attribute) still has its eager
     # kernel; a CPU tensor among its arguments makes it run where that tensor is, as in eager.
     if route in ("fused", "decompose"):
         from .op_table import runs_eagerly_on_ember
-        route = "library" if runs_eagerly_on_ember(node.target) else "none"
+        route = "library" if runs_eagerly_on_ember(target) else "none"
     return route
 
 

@@ -2,7 +2,8 @@
 // op (mm, bmm, addmm, baddbmm, linear, matmul) reaches.
 //
 // A is (batch, m, k), B is (batch, k, n), C is (batch, m, n), each with any strides (a
-// transposed operand is just a stride order), in float32, float64, bfloat16 or float16; low
+// transposed operand is just a stride order), in float32, float64, bfloat16 or float16 (or an
+// integer type, computed by a plain loop that wraps on overflow as the CPU does); low
 // precision inputs accumulate in float32. The arithmetic is done by a GEMM provider — a
 // tuned BLAS behind this narrow interface — which the host registers once at start-up. The
 // provider is called on a stream worker and must be thread-safe.
