@@ -204,12 +204,13 @@ void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
     }
 }
 
-// A CPU tensor over the same device memory, with the same sizes, strides and conj/neg bits:
-// the host executor's device memory is host memory, so a library routine can read it in place.
+// A CPU tensor over the same device memory, with the same sizes, strides and conj/neg bits: the
+// host executor's device memory is host memory, so a library routine can read it in place. Read
+// only, so a copy-on-write input stays unmaterialized.
 at::Tensor host_alias(const at::Tensor& t) {
     auto options = t.options().device(c10::kCPU);
     at::Tensor a = t.numel() == 0 ? at::empty_strided(t.sizes(), t.strides(), options)
-                                  : at::from_blob(t.data_ptr(), t.sizes(), t.strides(), options);
+                                  : at::from_blob(const_cast<void*>(t.const_data_ptr()), t.sizes(), t.strides(), options);
     a._set_conj(t.is_conj());
     a._set_neg(t.is_neg());
     return a;

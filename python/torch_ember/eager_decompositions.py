@@ -117,9 +117,23 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "signbit.out", "equal", "_unique2", "repeat_interleave.Tensor", "bucketize.Tensor",
                         "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_", "median",
                         "nanmedian", "median.dim", "median.dim_values", "nanmedian.dim", "nanmedian.dim_values",
-                        "kthvalue", "kthvalue.values", "geometric_", "is_set_to"})
+                        "kthvalue", "kthvalue.values", "geometric_", "is_set_to",
+                        # integer and bool inputs promote or keep their dtype exactly as on CPU
+                        "copysign.Tensor", "copysign.out", "copysign_.Tensor", "fmax", "fmax.out", "fmin",
+                        "fmin.out", "heaviside", "heaviside.out", "heaviside_", "nan_to_num.out", "sinc",
+                        "sinc.out", "xlogy.Tensor", "xlogy.OutTensor", "logit", "logit.out", "rsub.Tensor",
+                        "special_xlog1py", "special_xlog1py.out", "special_entr", "special_entr.out",
+                        "special_log_ndtr", "special_log_ndtr.out", "nansum", "nansum.out", "aminmax",
+                        "aminmax.out", "masked_scatter_"})
+
+# Ops served for integer inputs but not bool ones, which their CPU kernels refuse (the
+# decomposition would compute them). linspace/logspace are not here: with fractional endpoints
+# the CPU's integer steps differ from the decomposition's.
+_INTEGERS_NOT_BOOL = frozenset({"addmv", "addmv.out", "mv", "mv.out", "dot", "vdot", "threshold",
+                                "threshold.out", "linalg_cross", "linalg_cross.out"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 # Ember's own compositions (compositions.py), for ops torch._decomp leaves out.
@@ -191,7 +205,9 @@ def _decomposable(name: str, args, kwargs) -> bool:
         return False
     if name in _SAME_DTYPES and len({t.dtype for t in tensors}) > 1:
         return False  # the CPU's error
-    return name in _ANY_DTYPE or tensors[0].dtype in _FLOATS
+    first = tensors[0].dtype
+    return (name in _ANY_DTYPE or first in _FLOATS
+            or (name in _INTEGERS_NOT_BOOL and first in _INTEGERS))
 
 
 def _wrapped_scalars(op, args, kwargs):

@@ -141,6 +141,17 @@ void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10:
             [st, op, compute, a, pool] { return kernels::binary(op, st->loop, compute, a, pool); });
 }
 
+void queue_special(kernels::SpecialOp op, at::TensorIteratorBase& iter, int64_t order) {
+    if (iter.numel() == 0) return;
+    c10::DeviceGuard guard(iter.device(0));
+    runtime::Device& dev = iter_device(iter);
+    auto st = make_loop(iter);
+    kernels::DType compute = to_dtype(iter.common_dtype());
+    runtime::ThreadPool* pool = &dev.pool();
+    enqueue(dev.current_stream(), kernels::op_name(op),
+            [st, op, compute, order, pool] { return kernels::special(op, st->loop, compute, order, pool); });
+}
+
 }  // namespace ember::torch_glue
 
 namespace ember::torch_glue {

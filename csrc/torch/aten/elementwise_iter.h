@@ -7,6 +7,7 @@
 #include <c10/core/Scalar.h>
 
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/elementwise/special.h"
 
 namespace ember::torch_glue {
 
@@ -20,6 +21,8 @@ kernels::Scalar alpha_scalar(const c10::Scalar& alpha, c10::ScalarType compute);
 
 void queue_unary(kernels::UnaryOp op, at::TensorIteratorBase& iter);
 void queue_binary(kernels::BinaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& alpha = c10::Scalar(1));
+// A special function (order: polygamma's n), evaluated in double and rounded to the output.
+void queue_special(kernels::SpecialOp op, at::TensorIteratorBase& iter, int64_t order = 0);
 // `compute` defaults to the iterator's common dtype.
 void queue_ternary(kernels::TernaryOp op, at::TensorIteratorBase& iter, const c10::Scalar& value,
                    std::optional<c10::ScalarType> compute = std::nullopt);

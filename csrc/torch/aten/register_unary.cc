@@ -82,26 +82,39 @@ EMBER_UNARY_OP(lgamma, UnaryOp::kLgamma, unary_float_op, false)
 EMBER_UNARY_OP(digamma, UnaryOp::kDigamma, unary_float_op, false)
 #undef EMBER_UNARY_OP
 
-// polygamma of order 0 (digamma) and 1 (trigamma); higher orders take the CPU fallback.
+}  // namespace
+
+// register_special.cc: polygamma of order >= 2; false when the call is not served natively.
+bool queue_polygamma(int64_t n, at::TensorIteratorBase& iter);
+
+namespace {
+
+// polygamma: order 0 is digamma and 1 trigamma; higher orders are special functions.
+bool queue_polygamma_any(int64_t n, at::TensorIteratorBase& iter) {
+    if (n == 0 || n == 1) {
+        if (!native_compute(iter, false)) return false;
+        queue_unary(n == 0 ? UnaryOp::kDigamma : UnaryOp::kTrigamma, iter);
+        return true;
+    }
+    return queue_polygamma(n, iter);
+}
+
 at::Tensor& polygamma_out(int64_t n, const at::Tensor& self, at::Tensor& out) {
     auto iter = TensorIterator::unary_float_op(out, self);
-    if ((n != 0 && n != 1) || !native_compute(iter, false)) return cpu<ATEN_OP2(polygamma, out)>(n, self, out);
-    queue_unary(n == 0 ? UnaryOp::kDigamma : UnaryOp::kTrigamma, iter);
+    if (!queue_polygamma_any(n, iter)) return cpu<ATEN_OP2(polygamma, out)>(n, self, out);
     return out;
 }
 
 at::Tensor polygamma_fn(int64_t n, const at::Tensor& self) {
     at::Tensor out;
     auto iter = TensorIterator::unary_float_op(out, self);
-    if ((n != 0 && n != 1) || !native_compute(iter, false)) return cpu<ATEN_OP(polygamma)>(n, self);
-    queue_unary(n == 0 ? UnaryOp::kDigamma : UnaryOp::kTrigamma, iter);
+    if (!queue_polygamma_any(n, iter)) return cpu<ATEN_OP(polygamma)>(n, self);
     return iter.output();
 }
 
 at::Tensor& polygamma__fn(at::Tensor& self, int64_t n) {
     auto iter = TensorIterator::unary_float_op(self, self);
-    if ((n != 0 && n != 1) || !native_compute(iter, false)) return cpu<ATEN_OP(polygamma_)>(self, n);
-    queue_unary(n == 0 ? UnaryOp::kDigamma : UnaryOp::kTrigamma, iter);
+    if (!queue_polygamma_any(n, iter)) return cpu<ATEN_OP(polygamma_)>(self, n);
     return self;
 }
 
