@@ -95,6 +95,29 @@ def small_resnet():
                          nn.Linear(8, 10))
 
 
+@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "conv_transpose2d"])
+def test_bf16_parameter_gradients_accumulate_over_the_whole_batch(kind, native_only):
+    # The two halves of the batch get nearly opposite output gradients: parameter gradients
+    # summed per thread and rounded to bfloat16 before adding would keep each half's rounding
+    # error; the CPU accumulates the batch in float and rounds once, and so must ember.
+    g = torch.Generator().manual_seed(0)
+    n, c = 8, 16
+    spatial = (24,) if kind == "conv1d" else (24, 24)
+    x = torch.randn(1, c, *spatial, generator=g).repeat(n, *([1] * (1 + len(spatial)))).bfloat16()
+    w = (torch.randn(c, c, *([3] * len(spatial)), generator=g) / 12).bfloat16()
+    b = torch.randn(c, generator=g).bfloat16()
+    fn = {"conv1d": F.conv1d, "conv2d": F.conv2d, "conv_transpose2d": F.conv_transpose2d}[kind]
+    sign = torch.tensor([1.0] * (n // 2) + [-(1 - 1 / 64)] * (n // 2)).view(n, *([1] * (1 + len(spatial))))
+    go = (torch.randn(1, c, *spatial, generator=g) * sign).bfloat16()
+    grads = []
+    for dev in ("cpu", "ember"):
+        xx, ww, bb = (t.detach().to(dev).requires_grad_() for t in (x, w, b))
+        fn(xx, ww, bb, padding=1).backward(go.to(dev))
+        grads.append([t.grad.cpu() for t in (xx, ww, bb)])
+    for want, got in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
 def test_small_resnet_trains_natively_like_cpu(native_only):
     torch.manual_seed(0)
     cpu = small_resnet()

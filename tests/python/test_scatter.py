@@ -147,3 +147,43 @@ def test_index_add_into_bool_and_integer_addcmul_with_a_float_value(compiled):
     run = torch.compile(fn, backend="ember") if compiled else fn
     for got, want in zip(run(x.to("ember"), y.to("ember")), fn(x, y)):
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+# Half-precision accumulation: the CPU sums scatter_add / scatter_reduce (and index_add of rows)
+# in float and rounds once, but rounds 1-d index_add, scaled index_add and index_put_ after every
+# update. Ember must agree bit for bit; many updates per element make any difference large.
+_IDX = torch.randint(0, 10, (4000,), generator=torch.Generator().manual_seed(0))
+_SRC = torch.randn(4000, 16, generator=torch.Generator().manual_seed(1))
+_I2 = torch.randint(0, 10, (4000, 16), generator=torch.Generator().manual_seed(2))
+HALF_ACCUMULATION = {
+    "index_add_rows": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).index_add(0, _IDX.to(d), _SRC.to(d, t)),
+    "index_add_dim1": lambda t, d: torch.zeros(16, 10, dtype=t, device=d).index_add(1, _IDX.to(d), _SRC.t().to(d, t)),
+    "index_add_1d": lambda t, d: torch.zeros(10, dtype=t, device=d).index_add(0, _IDX.to(d), _SRC[:, 0].to(d, t)),
+    "index_add_alpha": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).index_add(0, _IDX.to(d), _SRC.to(d, t), alpha=2),
+    "index_put_accumulate": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).index_put_(
+        (_IDX.to(d),), _SRC.to(d, t), accumulate=True),
+    "scatter_add": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).scatter_add(0, _I2.to(d), _SRC.to(d, t)),
+    "scatter_add_1d": lambda t, d: torch.zeros(10, dtype=t, device=d).scatter_add(0, _IDX.to(d), _SRC[:, 0].to(d, t)),
+    "scatter_add_strided_out": lambda t, d: torch.zeros(16, 10, dtype=t, device=d).t().scatter_add(
+        0, _I2.to(d), _SRC.to(d, t)),
+    "scatter_reduce_sum": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).scatter_reduce(
+        0, _I2.to(d), _SRC.to(d, t), "sum"),
+    "scatter_reduce_mean": lambda t, d: torch.zeros(10, dtype=t, device=d).scatter_reduce(
+        0, _IDX.to(d), _SRC[:, 0].to(d, t), "mean", include_self=False),
+    "scatter_reduce_prod": lambda t, d: torch.ones(10, 16, dtype=t, device=d).scatter_reduce(
+        0, _I2[:300].to(d), (1 + _SRC[:300] * 0.01).to(d, t), "prod"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HALF_ACCUMULATION))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_accumulation_matches_cpu_bit_for_bit(name, dtype):
+    fn = HALF_ACCUMULATION[name]
+    assert torch.equal(fn(dtype, "ember").cpu(), fn(dtype, "cpu"))
+
+
+def test_compiled_scatter_add_accumulates_like_eager():
+    fn = torch.compile(lambda src, idx: torch.zeros(10, 16, dtype=src.dtype, device=src.device).scatter_add(0, idx, src),
+                       backend="ember")
+    src = _SRC.bfloat16()
+    assert torch.equal(fn(src.to("ember"), _I2.to("ember")).cpu(), torch.zeros(10, 16).bfloat16().scatter_add(0, _I2, src))

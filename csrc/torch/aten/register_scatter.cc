@@ -405,7 +405,12 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     at::Tensor idx = index.reshape({-1}).to(at::kLong);
     idx = at::where(idx.lt(0), idx.new_full({}, self.size(dim)), idx);
     kernels::TensorView o = fold3(dst, dim), i = view_in(idx), v = fold3(src, dim, false);
-    queue(dst, "index_add", [o, i, v](runtime::ThreadPool* p) { return kernels::index_put_rows(o, i, v, true, p); });
+    // The CPU sums rows (a self of two or more dims, alpha 1) of float16/bfloat16 in float and
+    // rounds once; single elements and scaled rows round after every update.
+    const bool in_float = self.dim() > 1 && alpha.equal(1);
+    queue(dst, "index_add", [o, i, v, in_float](runtime::ThreadPool* p) {
+        return kernels::index_put_rows(o, i, v, true, p, in_float);
+    });
     if (!dst.is_same(out)) out.copy_(dst);
     return out;
 }

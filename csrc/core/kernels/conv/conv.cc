@@ -125,6 +125,32 @@ Status conv_backward(const ConvBackwardArgs& args, runtime::ThreadPool* pool) {
         (args.grad_bias.data != nullptr && !args.grad_bias.is_contiguous()))
         parts = 1;
     if (parts == 1) return g_backward(args);
+    // Float16/bfloat16 parameter gradients are accumulated in float over the whole batch and
+    // rounded once, as the CPU does: partial sums rounded to the parameter dtype first lose what
+    // cancels between samples. So the batch splits for the input gradient only, and one call
+    // computes the parameter gradients.
+    const bool half = (args.grad_weight.data != nullptr &&
+                       (args.grad_weight.dtype == DType::kBFloat16 || args.grad_weight.dtype == DType::kFloat16)) ||
+                      (args.grad_bias.data != nullptr &&
+                       (args.grad_bias.dtype == DType::kBFloat16 || args.grad_bias.dtype == DType::kFloat16));
+    if (half) {
+        if (args.grad_input.data != nullptr) {
+            EMBER_RETURN_IF_ERROR(run_parts(parts, pool, [&](int64_t k) {
+                const int64_t b = n * k / parts, e = n * (k + 1) / parts;
+                ConvBackwardArgs a = args;
+                a.grad_out = batch_slice(args.grad_out, b, e);
+                a.input = batch_slice(args.input, b, e);
+                a.grad_input = batch_slice(args.grad_input, b, e);
+                a.grad_weight = TensorView();
+                a.grad_bias = TensorView();
+                a.threads = 1;
+                return g_backward(a);
+            }));
+        }
+        ConvBackwardArgs a = args;
+        a.grad_input = TensorView();
+        return g_backward(a);
+    }
     // Part 0 writes the parameter gradients themselves, the others into scratch summed after.
     std::vector<Scratch> gw, gb;
     for (int64_t k = 1; k < parts; ++k) {

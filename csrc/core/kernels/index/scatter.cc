@@ -11,31 +11,62 @@
 namespace ember::kernels {
 namespace {
 
-// The arithmetic type of a scatter reduction: PyTorch's CPU kernels compute Half and BFloat16 in
-// float and round once per update; other types use their own arithmetic.
 template <typename T>
-using Compute = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+constexpr bool kHalfType = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-template <ScatterReduce R, typename T>
-inline void combine(T* dst, T value) {
+// The arithmetic type of a scatter reduction: float for Half and BFloat16, else the type's own.
+template <typename T>
+using Compute = std::conditional_t<kHalfType<T>, float, T>;
+
+// dst op= value, with dst of the element type T or, for Half/BFloat16 accumulated in a float
+// buffer, of float A.
+template <ScatterReduce R, typename T, typename A = T>
+inline void combine(A* dst, T value) {
     using C = Compute<T>;
     if constexpr (R == ScatterReduce::kAssign) {
         *dst = value;
     } else {
         const C a = detail::convert<C>(*dst), b = detail::convert<C>(value);
         if constexpr (R == ScatterReduce::kSum) {
-            *dst = detail::convert<T>(a + b);  // integer promotion, then wrap back (or != 0 for bool)
+            *dst = detail::convert<A>(a + b);  // integer promotion, then wrap back (or != 0 for bool)
         } else if constexpr (R == ScatterReduce::kProd) {
-            *dst = detail::convert<T>(a * b);
+            *dst = detail::convert<A>(a * b);
         } else {
             // std::max/min(a, b) keep a NaN in a; a NaN in b is taken explicitly, as PyTorch does.
             C r = R == ScatterReduce::kAmax ? std::max(a, b) : std::min(a, b);
             if constexpr (std::is_floating_point_v<C>) {
                 if (std::isnan(b)) r = b;
             }
-            *dst = detail::convert<T>(r);
+            *dst = detail::convert<A>(r);
         }
     }
+}
+
+// Runs `fn(view)` on a float copy of a Half/BFloat16 `out` and rounds the results back once: the
+// CPU accumulates these scatter reductions in float, not rounding after every update.
+template <typename T, typename F>
+void in_float_buffer(const TensorView& out, F&& fn) {
+    const int64_t n = out.numel();
+    std::vector<float> buf(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    TensorView acc = out;
+    acc.dtype = DType::kFloat32;
+    acc.data = buf.data();
+    for (int d = out.ndim - 1, stride = 1; d >= 0; --d) {
+        acc.strides[d] = stride;
+        stride *= static_cast<int>(out.sizes[d]);
+    }
+    auto walk = [&](auto&& visit) {  // every element of out, in row-major order
+        std::vector<int64_t> pos(static_cast<size_t>(out.ndim), 0);
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t off = 0;
+            for (int d = 0; d < out.ndim; ++d) off += pos[d] * out.strides[d];
+            visit(static_cast<T*>(out.data) + off, buf[static_cast<size_t>(i)]);
+            for (int d = out.ndim - 1; d >= 0 && ++pos[d] == out.sizes[d]; --d) pos[d] = 0;
+        }
+    };
+    walk([](T* o, float& f) { f = detail::convert<float>(*o); });
+    fn(acc);
+    walk([](T* o, float& f) { *o = detail::convert<T>(f); });
 }
 
 // A 0-d view as a 1-d view of one element, so the loops below need no special case.
@@ -68,19 +99,19 @@ LineOffsets line_offsets(const TensorView& index, const TensorView& src, const T
     return r;
 }
 
-template <ScatterReduce R, typename T>
+template <ScatterReduce R, typename T, typename A = T>
 void scatter_lines(const TensorView& out, const TensorView& index, const TensorView& src, int dim,
                    int64_t lines, runtime::ThreadPool* pool) {
     const int64_t len = index.sizes[dim];
     const auto* idx = static_cast<const int64_t*>(index.data);
     const auto* s = static_cast<const T*>(src.data);
-    auto* o = static_cast<T*>(out.data);
+    auto* o = static_cast<A*>(out.data);
     auto body = [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
             const LineOffsets base = line_offsets(index, src, out, dim, t);
             for (int64_t j = 0; j < len; ++j) {
                 const int64_t target = idx[base.index + j * index.strides[dim]];
-                combine<R>(o + base.out + target * out.strides[dim], s[base.src + j * src.strides[dim]]);
+                combine<R, T, A>(o + base.out + target * out.strides[dim], s[base.src + j * src.strides[dim]]);
             }
         }
     };
@@ -91,6 +122,20 @@ void scatter_lines(const TensorView& out, const TensorView& index, const TensorV
 template <typename T>
 void scatter_typed(const TensorView& out, const TensorView& index, const TensorView& src, int dim,
                    ScatterReduce reduce, int64_t lines, runtime::ThreadPool* pool) {
+    if constexpr (kHalfType<T>) {
+        if (reduce != ScatterReduce::kAssign) {
+            in_float_buffer<T>(out, [&](const TensorView& acc) {
+                switch (reduce) {
+                    case ScatterReduce::kSum: scatter_lines<ScatterReduce::kSum, T, float>(acc, index, src, dim, lines, pool); break;
+                    case ScatterReduce::kProd: scatter_lines<ScatterReduce::kProd, T, float>(acc, index, src, dim, lines, pool); break;
+                    case ScatterReduce::kAmax: scatter_lines<ScatterReduce::kAmax, T, float>(acc, index, src, dim, lines, pool); break;
+                    case ScatterReduce::kAmin: scatter_lines<ScatterReduce::kAmin, T, float>(acc, index, src, dim, lines, pool); break;
+                    case ScatterReduce::kAssign: break;
+                }
+            });
+            return;
+        }
+    }
     switch (reduce) {
         case ScatterReduce::kAssign: scatter_lines<ScatterReduce::kAssign, T>(out, index, src, dim, lines, pool); break;
         case ScatterReduce::kSum: scatter_lines<ScatterReduce::kSum, T>(out, index, src, dim, lines, pool); break;
@@ -105,7 +150,7 @@ char* at3(const TensorView& v, int64_t a, int64_t b, int64_t c) {
            (a * v.strides[0] + b * v.strides[1] + c * v.strides[2]) * element_size(v.dtype);
 }
 
-template <ScatterReduce R, typename T>
+template <ScatterReduce R, typename T, typename A = T>
 void put_rows(const TensorView& out, const int64_t* rows, const TensorView& values, runtime::ThreadPool* pool) {
     const int64_t outer = out.sizes[0], inner = out.sizes[2], m = values.sizes[1];
     // Work item t is column (t / inner, t % inner); a chunk takes whole runs of k within each o, so
@@ -114,9 +159,9 @@ void put_rows(const TensorView& out, const int64_t* rows, const TensorView& valu
         for (int64_t t = b; t < e;) {
             const int64_t o = t / inner, k0 = t % inner, k1 = std::min(inner, k0 + (e - t));
             for (int64_t i = 0; i < m; ++i) {
-                T* dst = reinterpret_cast<T*>(at3(out, o, rows[i], 0));
+                A* dst = reinterpret_cast<A*>(at3(out, o, rows[i], 0));
                 const T* val = reinterpret_cast<const T*>(at3(values, o, i, 0));
-                for (int64_t k = k0; k < k1; ++k) combine<R>(dst + k * out.strides[2], val[k * values.strides[2]]);
+                for (int64_t k = k0; k < k1; ++k) combine<R, T, A>(dst + k * out.strides[2], val[k * values.strides[2]]);
             }
             t += k1 - k0;
         }
@@ -162,7 +207,7 @@ Status scatter(const TensorView& out_in, const TensorView& index_in, const Tenso
 }
 
 Status index_put_rows(const TensorView& out, const TensorView& index, const TensorView& values,
-                      bool accumulate, runtime::ThreadPool* pool) {
+                      bool accumulate, runtime::ThreadPool* pool, bool float_accumulate) {
     if (out.ndim != 3 || values.ndim != 3) return invalid_argument("index_put_rows: out and values must be viewed as 3-d");
     if (index.ndim != 1 || index.dtype != DType::kInt64) return invalid_argument("index_put_rows: index must be 1-d int64");
     if (out.dtype != values.dtype) return invalid_argument("index_put_rows: out and values dtypes differ");
@@ -185,6 +230,14 @@ Status index_put_rows(const TensorView& out, const TensorView& index, const Tens
     }
     if (values.numel() == 0) return Status();
     EMBER_DISPATCH_REAL(out.dtype, {
+        if constexpr (kHalfType<scalar_t>) {
+            if (accumulate && float_accumulate) {
+                in_float_buffer<scalar_t>(out, [&](const TensorView& acc) {
+                    put_rows<ScatterReduce::kSum, scalar_t, float>(acc, rows.data(), values, pool);
+                });
+                return Status();
+            }
+        }
         if (accumulate) put_rows<ScatterReduce::kSum, scalar_t>(out, rows.data(), values, pool);
         else put_rows<ScatterReduce::kAssign, scalar_t>(out, rows.data(), values, pool);
     });

@@ -16,8 +16,9 @@
 namespace ember::kernels {
 
 // How a scattered value combines with the element already in out. Sum and product are computed
-// in the type's own arithmetic (float for Half/BFloat16, wrapping for integers, or/and for bool),
-// as PyTorch's CPU kernels. Amax/amin propagate NaN from either side.
+// in the type's own arithmetic (wrapping for integers, or/and for bool), as PyTorch's CPU
+// kernels; Half and BFloat16 reductions accumulate in a float copy of out, rounded back once at
+// the end, as the CPU's scatter kernels do. Amax/amin propagate NaN from either side.
 enum class ScatterReduce : int8_t { kAssign, kSum, kProd, kAmax, kAmin };
 
 // For every position p of index: out[p with coordinate `dim` replaced by index[p]] op= src[p].
@@ -34,7 +35,10 @@ Status scatter(const TensorView& out, const TensorView& index, const TensorView&
 // broadcast). Negative indices count from the end (+n); anything else outside [0, n) fails with
 // "index X is out of bounds for dimension with size N". Duplicates apply in index order: they
 // add up with `accumulate`, otherwise the last one wins. Work splits over (o, k) columns.
+// Half/BFloat16 sums round after every update (the CPU's index_put_ and 1-d index_add), or with
+// `float_accumulate` accumulate in float and round once (its index_add of rows, which runs as a
+// scatter_add).
 Status index_put_rows(const TensorView& out, const TensorView& index, const TensorView& values,
-                      bool accumulate, runtime::ThreadPool* pool);
+                      bool accumulate, runtime::ThreadPool* pool, bool float_accumulate = false);
 
 }  // namespace ember::kernels
