@@ -7,6 +7,7 @@ Each function returns NotImplemented for arguments it does not serve the way the
 would; the caller then takes the visible CPU fallback.
 """
 import math
+import struct
 
 import torch
 
@@ -524,15 +525,26 @@ def _fake_quantize(x, inv_scale, scale, zero_point, quant_min, quant_max):
     return (q.clamp(quant_min, quant_max) - zero_point) * scale, mask
 
 
+def _float32(v: float) -> float:
+    """v rounded to float32, in plain Python: a compiled graph traces torch.tensor(v).item()
+    into a non-functional lift_fresh_copy."""
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0]
+    except OverflowError:  # finite but beyond float32's range: the CPU's float32 tensor holds inf
+        return math.copysign(math.inf, v)
+
+
 def _float32_reciprocal(v: float) -> float:
-    return (1.0 / torch.tensor(v, dtype=torch.float32)).item()
+    # 1/v in double rounded to float32 is the float32 quotient itself (double has more than
+    # twice float32's precision, so the double rounding is exact for division).
+    return _float32(1.0 / v)
 
 
 def _fake_quantize_per_tensor(self, scale, zero_point, quant_min, quant_max):
     """Quantization-aware training's fake quantization (QAT), one scale for the tensor."""
     if self.dtype != torch.float32 or scale <= 0 or quant_min > quant_max:
         return NotImplemented  # the CPU's dtype rule and errors
-    scale32 = torch.tensor(scale, dtype=torch.float32).item()
+    scale32 = _float32(scale)
     return _fake_quantize(self, _float32_reciprocal(scale32), scale32, zero_point, quant_min, quant_max)
 
 

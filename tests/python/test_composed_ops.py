@@ -170,3 +170,18 @@ def test_is_set_to_and_multi_margin_loss_shapes():
         got = F.multi_margin_loss(x.to("ember"), target.to("ember"), reduction=reduction)
         assert got.shape == ref.shape
         torch.testing.assert_close(got.cpu(), ref)
+
+
+def test_fake_quantize_with_a_python_scale_compiles():
+    # the scale's float32 rounding happens in Python, not as a traced torch.tensor(...).item()
+    def f(x):
+        return torch.fake_quantize_per_tensor_affine(x, 0.05, 0, -128, 127) * 2
+
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(0)) * 2
+    xe = x.to("ember").requires_grad_()
+    got = torch.compile(f, backend="ember")(xe)
+    assert torch.equal(got.detach().cpu(), f(x))
+    got.sum().backward()
+    xc = x.clone().requires_grad_()
+    f(xc).sum().backward()
+    assert torch.equal(xe.grad.cpu(), xc.grad)

@@ -58,3 +58,21 @@ def test_int64_fills_keep_every_bit(compiled):
         torch._dynamo.reset()
         run = torch.compile(fn, backend="ember") if compiled else fn
         assert torch.equal(run(x.to("ember")).cpu(), fn(x))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_numbers_past_int64_max_wrap_like_the_cpu(compiled):
+    # A Python int in [2^63, 2^64) is a uint64 scalar: an int64 computation wraps it (the golden
+    # ratio constant of 64-bit hash embeddings); float computations take its value.
+    cases = [
+        lambda x: (x * 0x9E3779B97F4A7C15) >> 40,
+        lambda x: x + 2**63,
+        lambda x: x > 2**63 + 5,
+        lambda x: x.float() * 2**63,
+    ]
+    x = torch.tensor([1, 5, 123456789, -7])
+    for fn in cases:
+        torch._dynamo.reset()
+        run = torch.compile(fn, backend="ember") if compiled else fn
+        got, want = run(x.to("ember")).cpu(), fn(x)
+        assert got.dtype == want.dtype and torch.equal(got, want)

@@ -134,3 +134,19 @@ def test_special_functions_compile(native_only):
     x = torch.randn(64)
     got = torch.compile(f, backend="ember")(x.to("ember"))
     torch.testing.assert_close(got.cpu(), f(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_kaiser_window_on_ember(dtype, native_only):
+    for n in (0, 1, 2, 7, 16):
+        for periodic in (True, False):
+            for beta in (0.0, 5.0, 12.0):
+                got = torch.kaiser_window(n, periodic, beta, dtype=dtype, device="ember")
+                assert got.device.type == "ember"
+                torch.testing.assert_close(got.cpu(), torch.kaiser_window(n, periodic, beta, dtype=dtype))
+    torch.testing.assert_close(torch.kaiser_window(6, device="ember").cpu(), torch.kaiser_window(6))
+    torch.testing.assert_close(torch.signal.windows.kaiser(6, device="ember").cpu(), torch.signal.windows.kaiser(6))
+    with pytest.raises(RuntimeError, match="non-negative window_length"):
+        torch.kaiser_window(-1, device="ember")
+    with pytest.raises(RuntimeError, match="expects floating point dtypes"):
+        torch.kaiser_window(5, dtype=torch.int64, device="ember")

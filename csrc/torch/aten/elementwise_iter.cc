@@ -32,13 +32,26 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_sc
     // TensorIterator's dimension 0 is the fastest moving; the engine's is the last.
     for (int d = 0; d < nd; ++d) loop.shape[nd - 1 - d] = iter.shape()[d];
     for (int k = 0; k < loop.nops; ++k) {
-        loop.dtype[k] = to_dtype(iter.dtype(k));
         if (iter.is_cpu_scalar(k)) {
             const at::ScalarType common = iter.common_dtype();
             const bool narrow_int = common == at::kByte || common == at::kChar || common == at::kShort ||
                                     common == at::kInt;
+            // A Python int in [2^63, 2^64) arrives as a uint64 scalar, a dtype the device does not
+            // hold: it is cast to the computation's dtype, wrapping as the CPU does.
+            const bool foreign = !has_dtype(iter.dtype(k)) && has_dtype(common);
+            if (foreign && (common == at::kLong || common == at::kFloat || common == at::kDouble)) {
+                auto store = [&](auto v) { std::memcpy(st->scalars[k], &v, sizeof(v)); };
+                const void* src = iter.data_ptr(k);
+                if (common == at::kLong) store(c10::fetch_and_cast<int64_t>(iter.dtype(k), src));
+                else if (common == at::kFloat) store(c10::fetch_and_cast<float>(iter.dtype(k), src));
+                else store(c10::fetch_and_cast<double>(iter.dtype(k), src));
+                loop.dtype[k] = to_dtype(common);
+                loop.data[k] = st->scalars[k];
+                continue;
+            }
+            if (!foreign) loop.dtype[k] = to_dtype(iter.dtype(k));
             if (k >= iter.noutputs() && iter.dtype(k) != common &&
-                ((round_scalars && (common == at::kHalf || common == at::kBFloat16)) || narrow_int)) {
+                ((round_scalars && (common == at::kHalf || common == at::kBFloat16)) || narrow_int || foreign)) {
                 // A Python int with a narrower integer computation wraps to its dtype first, as
                 // the CPU casts it (uint8 % 300 is uint8 % 44, -3 with uint8 is 253): the kernels
                 // compute narrow integers in int64 and would otherwise use the unwrapped value.
@@ -59,6 +72,7 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_sc
             loop.data[k] = st->scalars[k];
             continue;  // strides stay 0
         }
+        loop.dtype[k] = to_dtype(iter.dtype(k));
         loop.data[k] = static_cast<char*>(iter.data_ptr(k));
         auto strides = iter.strides(k);
         for (int d = 0; d < nd; ++d) loop.strides[k][nd - 1 - d] = strides[d];

@@ -531,7 +531,48 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
     return {grad_input, grad_hidden, grad_hy * z, gib, ghb};
 }
 
+// ---- kaiser_window: PyTorch's composite fills the window through a dispatch stub that only CPU
+// and CUDA register, so ember computes the formula with its own ops, in float (double for a
+// float64 window): w[k] = I0(beta * sqrt(1 - ((k - a) / a)^2)) / I0(beta), a = (N - 1) / 2, over
+// N + 1 points less the last when periodic (PyTorch's defaults: periodic, beta 12).
+at::Tensor kaiser_window(int64_t window_length, bool periodic, double beta, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+    auto options = at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory);
+    TORCH_CHECK(options.layout() != at::kSparse, "kaiser_window is not implemented for sparse types, got: ",
+                options);
+    TORCH_CHECK(at::isFloatingType(c10::typeMetaToScalarType(options.dtype())),
+                "kaiser_window expects floating point dtypes, got: ", options);
+    TORCH_CHECK(window_length >= 0, "kaiser_window requires non-negative window_length, got window_length=",
+                window_length);
+    if (window_length == 0) return at::empty({0}, options);
+    if (window_length == 1) return at::ones({1}, options);
+    const int64_t n = periodic ? window_length + 1 : window_length;
+    const auto out_dtype = c10::typeMetaToScalarType(options.dtype());
+    auto compute = options.dtype(out_dtype == at::kDouble ? at::kDouble : at::kFloat);
+    const double alpha = static_cast<double>(n - 1) / 2.0;
+    at::Tensor t = at::arange(n, compute).sub_(alpha).div_(alpha);
+    at::Tensor w = at::i0(t.mul_(t).neg_().add_(1).sqrt_().mul_(beta)).div_(at::i0(at::scalar_tensor(beta, compute)));
+    w = w.to(out_dtype);
+    return periodic ? w.narrow(0, 0, window_length) : w;
+}
+
+at::Tensor kaiser_window_periodic(int64_t window_length, bool periodic, std::optional<at::ScalarType> dtype,
+                                  std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                  std::optional<bool> pin_memory) {
+    return kaiser_window(window_length, periodic, 12.0, dtype, layout, device, pin_memory);
+}
+
+at::Tensor kaiser_window_default(int64_t window_length, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory) {
+    return kaiser_window(window_length, true, 12.0, dtype, layout, device, pin_memory);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("kaiser_window", kaiser_window_default);
+    m.impl("kaiser_window.periodic", kaiser_window_periodic);
+    m.impl("kaiser_window.beta", kaiser_window);
     m.impl("_embedding_bag", embedding_bag);
     m.impl("embedding_renorm_", embedding_renorm);
     m.impl("_weight_norm_interface", weight_norm_interface);

@@ -113,6 +113,12 @@ class Builder:
                 x &= (1 << bits) - 1
                 if ldt.is_signed and x >= 1 << (bits - 1):
                     x -= 1 << bits
+            elif not -(1 << 63) <= x < 1 << 63:
+                # A Python int in [2^63, 2^64) is a uint64 scalar that an int64 computation wraps
+                # (64-bit hashing constants); anything wider the eager kernel refuses as the CPU does.
+                if not 0 <= x < 1 << 64:
+                    raise Unsupported(f"integer scalar {x} outside the 64-bit range")
+                x -= 1 << 64
             return Val(self.g.scalar_int(x, ldt if ldt not in (None, torch.bool) else torch.int64))
         if isinstance(x, float):
             dt = torch.float64 if like is not None and self.dtype(like) == torch.float64 else torch.float32
