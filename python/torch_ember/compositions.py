@@ -66,8 +66,12 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
     not (v <= b) (left) or not (v < b) (right), the CPU's binary-search tests, so a NaN value
     lands at the end as there."""
     right = right or side == "right"
-    if sorted_sequence.numel() == 0 or sorter is not None or values.dtype != sorted_sequence.dtype:
+    if sorter is not None or values.dtype != sorted_sequence.dtype:
         return NotImplemented
+    if sorted_sequence.numel() == 0:
+        if sorted_sequence.dim() != 1:
+            return NotImplemented  # the CPU's shape checks
+        return torch.zeros(values.shape, dtype=torch.int32 if out_int32 else torch.int64, device=values.device)
     if sorted_sequence.dim() == 1:
         return torch.bucketize(values, sorted_sequence, out_int32=out_int32, right=right)
     rows, m = sorted_sequence.shape[:-1], sorted_sequence.shape[-1]

@@ -195,6 +195,16 @@ def _check_overlap(args) -> None:
                                "operation.")
 
 
+# Dtypes the CPU kernel refuses (its "not implemented for" error) but the decomposition would
+# compute.
+_HALVES = (torch.float16, torch.bfloat16)
+_CPU_REFUSES = {
+    "_cdist_forward": _HALVES, "multi_margin_loss": _HALVES, "multi_margin_loss.out": _HALVES,
+    "special_log_ndtr": _HALVES, "special_log_ndtr.out": _HALVES, "trace": (torch.bool,),
+    **{n: (torch.bool,) for n in ("isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar",
+                                  "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out")},
+}
+
 # Ops whose CPU kernel refuses operands of different dtypes (the reference form would promote).
 _SAME_DTYPES = frozenset({"heaviside", "heaviside.out", "heaviside_"})
 
@@ -204,6 +214,8 @@ def _decomposable(name: str, args, kwargs) -> bool:
     if not tensors or any(t.is_complex() or t.device.type != "ember" for t in tensors):
         return False
     if name in _SAME_DTYPES and len({t.dtype for t in tensors}) > 1:
+        return False  # the CPU's error
+    if any(t.dtype in _CPU_REFUSES.get(name, ()) for t in tensors):
         return False  # the CPU's error
     first = tensors[0].dtype
     return (name in _ANY_DTYPE or first in _FLOATS

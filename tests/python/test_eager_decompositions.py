@@ -319,3 +319,18 @@ def test_integer_inputs_match_cpu(name, dtype):
     assert not isinstance(got, tuple), got
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [
+    lambda d: torch.cdist(torch.randn(3, 4, device=d).half(), torch.randn(2, 4, device=d).half()),
+    lambda d: torch.special.log_ndtr(torch.randn(4, device=d).bfloat16()),
+    lambda d: F.multi_margin_loss(torch.randn(3, 4, device=d).half(), torch.tensor([0, 1, 2], device=d)),
+    lambda d: torch.trace(torch.ones(2, 2, dtype=torch.bool, device=d)),
+    lambda d: torch.isin(torch.tensor([True], device=d), torch.tensor([True], device=d)),
+    lambda d: torch.cumsum(torch.tensor([True, False], device=d), 0, dtype=torch.bool),
+], ids=["cdist_half", "log_ndtr_bf16", "multi_margin_half", "trace_bool", "isin_bool", "cumsum_bool_result"])
+def test_dtypes_the_cpu_refuses_stay_refused(case):
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        case("cpu")
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        case("ember")

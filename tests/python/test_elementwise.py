@@ -2,6 +2,7 @@
 Python scalars, in-place and out= forms, and CPU's errors."""
 import pytest
 import torch
+import torch.nn.functional as F
 import torch_ember
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16,
@@ -592,3 +593,29 @@ def test_maximum_minimum_clamp_keep_the_first_of_equal_zeros_eager_and_compiled(
         for g, r in zip(got, f(x, z)):
             torch.testing.assert_close(g.cpu(), r, equal_nan=True)
             assert torch.equal(torch.signbit(g.cpu()), torch.signbit(r))
+
+
+def test_bool_extremes_integer_infs_and_integer_hardtanh(native_only):
+    a = torch.tensor([True, False, True, False])
+    b = torch.tensor([True, True, False, False])
+    for fn in (torch.maximum, torch.minimum, torch.fmax, torch.fmin):
+        got, want = fn(a.to("ember"), b.to("ember")), fn(a, b)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    for dtype in (torch.int64, torch.int8, torch.uint8, torch.int16, torch.bool):
+        x = torch.tensor([0, 3, 100, 1]).to(dtype)
+        for fn in (torch.isposinf, torch.isneginf):
+            assert torch.equal(fn(x.to("ember")).cpu(), fn(x))
+        if dtype == torch.bool:
+            continue
+        fns = (F.relu6, lambda t: F.hardtanh(t, 0, 50.9)) + (() if dtype == torch.uint8 else (F.hardtanh,))
+        for fn in fns:
+            got, want = fn(x.to("ember")), fn(x)
+            assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+def test_integer_hardtanh_keeps_the_cpus_errors():
+    x = torch.tensor([1, 2], dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="unsigned type with negative limits"):
+        F.hardtanh(x.to("ember"))
+    with pytest.raises(RuntimeError, match="does not support non-boolean outputs|bool"):
+        torch.isposinf(x.to("ember"), out=torch.empty(2, device="ember"))

@@ -119,3 +119,26 @@ def test_bool_matmul_keeps_the_cpu_error():
         torch.mm(a, a)
     with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
         torch.mm(a.to("ember"), a.to("ember"))
+
+
+def test_integer_alpha_beta_are_exact_and_checked(no_fallback):
+    one = torch.ones(1, 1, dtype=torch.int64)
+    z = torch.zeros(1, 1, dtype=torch.int64)
+    for fn in (lambda c, x: torch.addmm(c, x, x, alpha=2 ** 62 + 1), lambda c, x: torch.addmm(x, x, x, beta=2 ** 60 + 1),
+               lambda c, x: torch.baddbmm(c[None], x[None], x[None], alpha=2 ** 53 + 1)):
+        assert torch.equal(fn(z.to("ember"), one.to("ember")).cpu(), fn(z, one))
+    c8 = torch.ones(2, 2, dtype=torch.int8, device="ember")
+    for kw in (dict(alpha=300), dict(beta=-129)):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            torch.addmm(c8, c8, c8, **kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32])
+def test_empty_inner_dimension_scales_the_input(dtype, no_fallback):
+    c = torch.arange(6, dtype=dtype).reshape(2, 3)
+    a, b = torch.empty(2, 0, dtype=dtype), torch.empty(0, 3, dtype=dtype)
+    for beta in (1, 2, 0):
+        assert torch.equal(torch.addmm(c.to("ember"), a.to("ember"), b.to("ember"), beta=beta).cpu(),
+                           torch.addmm(c, a, b, beta=beta))
+    assert torch.equal(torch.baddbmm(c[None].to("ember"), a[None].to("ember"), b[None].to("ember")).cpu(),
+                       torch.baddbmm(c[None], a[None], b[None]))

@@ -54,20 +54,31 @@ at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
 
 bool real_float(const at::Tensor& t) { return at::isFloatingType(t.scalar_type()) && t.is_privateuseone(); }
 
+// Integer tensors keep their dtype: the CPU converts the bounds to it (truncating, checked).
+bool integer_tensor(const at::Tensor& t) {
+    return at::isIntegralType(t.scalar_type(), false) && t.scalar_type() != at::kUInt16 &&
+           t.scalar_type() != at::kUInt32 && t.scalar_type() != at::kUInt64 && t.is_privateuseone();
+}
+c10::Scalar bound_for(const at::Tensor& t, const c10::Scalar& v) {
+    TORCH_CHECK(t.scalar_type() != at::kByte || v.toDouble() >= 0,
+                "cannot do hardtanh on an unsigned type with negative limits");
+    return at::isIntegralType(t.scalar_type(), false) ? c10::Scalar(v.to<int64_t>()) : v;
+}
+
 at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi, at::Tensor& out) {
-    if (!real_float(self) || out.scalar_type() != self.scalar_type())
+    if (!(real_float(self) || integer_tensor(self)) || out.scalar_type() != self.scalar_type())
         return cpu<ATEN_OP2(hardtanh, out)>(self, lo, hi, out);
-    return at::clamp_out(out, self, lo, hi);
+    return at::clamp_out(out, self, bound_for(self, lo), bound_for(self, hi));
 }
 
 at::Tensor hardtanh(const at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
-    if (!real_float(self)) return cpu<ATEN_OP(hardtanh)>(self, lo, hi);
-    return at::clamp(self, lo, hi);
+    if (!(real_float(self) || integer_tensor(self))) return cpu<ATEN_OP(hardtanh)>(self, lo, hi);
+    return at::clamp(self, bound_for(self, lo), bound_for(self, hi));
 }
 
 at::Tensor& hardtanh_(at::Tensor& self, const c10::Scalar& lo, const c10::Scalar& hi) {
-    if (!real_float(self)) return cpu<ATEN_OP(hardtanh_)>(self, lo, hi);
-    return self.clamp_(lo, hi);
+    if (!(real_float(self) || integer_tensor(self))) return cpu<ATEN_OP(hardtanh_)>(self, lo, hi);
+    return self.clamp_(bound_for(self, lo), bound_for(self, hi));
 }
 
 at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,

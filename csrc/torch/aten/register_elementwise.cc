@@ -281,17 +281,18 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
     return out;
 }
 
+// bool operands too: the larger of two bools is their or, the smaller their and.
 #define EMBER_MINMAX_OP(name, kOp)                                                               \
     at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                      \
         at::Tensor out;                                                                          \
         auto iter = TensorIterator::binary_op(out, self, other);                                 \
-        if (!native_compute(iter, true)) return cpu<ATEN_OP(name)>(self, other);                \
+        if (!native_compute(iter, true, true)) return cpu<ATEN_OP(name)>(self, other);          \
         queue_binary(kOp, iter);                                                                 \
         return iter.output();                                                                    \
     }                                                                                            \
     at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {   \
         auto iter = TensorIterator::binary_op(out, self, other);                                 \
-        if (!native_compute(iter, true)) return cpu<ATEN_OP2(name, out)>(self, other, out);     \
+        if (!native_compute(iter, true, true)) return cpu<ATEN_OP2(name, out)>(self, other, out); \
         queue_binary(kOp, iter);                                                                 \
         return out;                                                                              \
     }
@@ -618,13 +619,21 @@ at::Tensor& relu__fn(at::Tensor& self) {
 
 // ---- isposinf / isneginf / isnan and clamp, composed from the kernels above ------------------------
 
+// Integers and bools are never infinite: all false.
 #define EMBER_IS_INF(name, value)                                                         \
     at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                      \
-        if (!at::isFloatingType(self.scalar_type()) || out.scalar_type() != at::kBool)    \
+        const bool integral = at::isIntegralType(self.scalar_type(), true) && plain_dtype(self.scalar_type()); \
+        if ((!at::isFloatingType(self.scalar_type()) && !integral) || out.scalar_type() != at::kBool) \
             return cpu<ATEN_OP2(name, out)>(self, out);                                    \
+        if (integral) {                                                                    \
+            resize_out(out, self.sizes(), {&self});                                        \
+            return out.fill_(false);                                                       \
+        }                                                                                  \
         return eq_tensor_out(self, scalar_tensor(value), out);                             \
     }                                                                                      \
     at::Tensor name##_fn(const at::Tensor& self) {                                         \
+        if (at::isIntegralType(self.scalar_type(), true) && plain_dtype(self.scalar_type())) \
+            return at::zeros(self.sizes(), self.options().dtype(at::kBool));              \
         if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(name)>(self);     \
         return eq_tensor(self, scalar_tensor(value));                                      \
     }

@@ -35,6 +35,15 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
     auto skip = [](const at::Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
     const at::Tensor* ref = nullptr;
     for (const at::Tensor& t : list) if (!skip(t)) { ref = &t; break; }
+    if (ref == nullptr && !list.empty() && plain_dtype(out.scalar_type())) {
+        // Only legacy empty tensors: the result is one too, whatever dim says (as on the CPU).
+        bool here = true;
+        for (const at::Tensor& t : list) here = here && t.device() == out.device() && plain_dtype(t.scalar_type());
+        if (here) {
+            resize_out(out, std::vector<int64_t>{0});
+            return out;
+        }
+    }
     bool ok = ref != nullptr && plain_dtype(out.scalar_type());
     if (ok) {
         dim = at::maybe_wrap_dim(dim, ref->dim());
@@ -122,6 +131,22 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 // ---- gather -----------------------------------------------------------------------------------
 
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad, at::Tensor& out) {
+    const bool here = !sparse_grad && on_device(self.device(), index) && on_device(self.device(), out) &&
+                      plain_dtype(self.scalar_type()) && out.scalar_type() == self.scalar_type();
+    if (here && index.scalar_type() == at::kInt) return gather_out(self, dim, index.to(at::kLong), sparse_grad, out);
+    if (here && index.numel() == 0) {  // the CPU checks neither the index's dtype nor its rank then
+        at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+        resize_out(out, index.sizes(), {&self, &index});
+        return out;
+    }
+    if (here && self.dim() == 0 && index.dim() <= 1 && index.scalar_type() == at::kLong) {
+        // A 0-d self reads as one element, the result has the index's shape.
+        at::maybe_wrap_dim(dim, 1);
+        resize_out(out, index.sizes(), {&self, &index});
+        at::Tensor flat = out.view({-1});
+        gather_out(self.reshape({1}), 0, index.reshape({-1}), false, flat);
+        return out;
+    }
     bool ok = !sparse_grad && index.scalar_type() == at::kLong && index.dim() == self.dim() &&
               plain_dtype(self.scalar_type()) && out.scalar_type() == self.scalar_type() &&
               on_device(self.device(), index) && on_device(self.device(), out);
@@ -207,7 +232,9 @@ c10::ScalarType cum_dtype(const at::Tensor& self, std::optional<c10::ScalarType>
 #define EMBER_CUM(name, kOp)                                                                        \
     at::Tensor& name##_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype,  \
                            at::Tensor& out) {                                                           \
-        if (!plain_dtype(self.scalar_type()) || out.scalar_type() != cum_dtype(self, dtype)) {          \
+        /* a bool result the CPU refuses ("not implemented for 'Bool'") */                              \
+        if (!plain_dtype(self.scalar_type()) || out.scalar_type() != cum_dtype(self, dtype) ||          \
+            out.scalar_type() == at::kBool) {                                                           \
             return cpu<ATEN_OP2(name, out)>(self, dim, dtype, out);                                     \
         }                                                                                               \
         resize_out(out, self.sizes());                                                                  \

@@ -57,16 +57,23 @@ void check_operands(const char* op, const at::Tensor& a, const at::Tensor& b, in
     }
 }
 
-// out = beta * out + alpha * a @ b, with out already holding the addend when beta != 0.
-void queue_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, double beta, double alpha) {
+// out = beta * out + alpha * a @ b, with out already holding the addend when beta != 0. Integer
+// products take alpha and beta exactly (int64), floating ones as doubles.
+void queue_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
+                const c10::Scalar& alpha) {
     if (out.numel() == 0) return;
     c10::DeviceGuard guard(out.device());
+    const bool zero_beta = beta.isFloatingPoint() ? beta.toDouble() == 0 : beta.toLong() == 0;
     if (a.size(-1) == 0) {  // empty inner dimension: the product is zero
-        if (beta == 0) out.zero_();
+        if (zero_beta) out.zero_();
         else out.mul_(beta);
         return;
     }
-    kernels::GemmArgs args{as_3d(a, false), as_3d(b, false), as_3d(out), alpha, beta};
+    kernels::GemmArgs args{as_3d(a, false), as_3d(b, false), as_3d(out), alpha.toDouble(), zero_beta ? 0.0 : beta.toDouble()};
+    if (!out.is_floating_point()) {
+        args.int_alpha = alpha.toLong();
+        args.int_beta = zero_beta ? 0 : beta.toLong();
+    }
     queue(out, "gemm", [args](runtime::ThreadPool* pool) { return kernels::gemm(args, pool); });
 }
 
@@ -117,14 +124,18 @@ at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const 
     TORCH_CHECK(input.scalar_type() == a.scalar_type(), "self and mat2 must have the same dtype, but got ",
                 input.scalar_type(), " and ", a.scalar_type());
     check_out_dtype(out, a);
-    double beta_v = beta.toDouble();
+    if (!a.is_floating_point()) {  // the CPU's checked conversion to the operands' dtype
+        check_scalar_fits(alpha, a.scalar_type());
+        check_scalar_fits(beta, a.scalar_type());
+    }
+    const bool zero_beta = beta.isFloatingPoint() ? beta.toDouble() == 0 : beta.toLong() == 0;
     if (!out.is_same(input)) {
         resize_out(out, shape);
-        if (beta_v != 0) out.copy_(input.expand(shape));
+        if (!zero_beta) out.copy_(input.expand(shape));
     } else {
         TORCH_CHECK(out.sizes() == c10::IntArrayRef(shape), "the in-place form needs self of shape ", shape);
     }
-    queue_gemm(out, a, b, beta_v, alpha.toDouble());
+    queue_gemm(out, a, b, beta, alpha);
     return out;
 }
 

@@ -125,8 +125,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
                                                           const std::optional<at::Tensor>& bias, double eps) {
     at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
     int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+    // No rows (an empty batch) is an empty result; empty rows of a non-empty batch go to the CPU.
+    const bool no_rows = axis >= 0 && c10::multiply_integers(input.sizes().slice(0, axis)) == 0;
     bool ok = float_type(input) && axis >= 0 && input.sizes().slice(axis).equals(shape) &&
-              params_ok(input, weight) && params_ok(input, bias) && input.numel() > 0 &&
+              params_ok(input, weight) && params_ok(input, bias) && (input.numel() > 0 || no_rows) &&
               on_device(input.device(), weight) && on_device(input.device(), bias);
     if (!ok) return cpu_symint<ATEN_OP(native_layer_norm)>(input, shape_sym, weight, bias, eps);
     int64_t cols = c10::multiply_integers(shape);
@@ -138,6 +140,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
     at::Tensor rstd = at::empty(stat_shape, mean.options());
     at::Tensor wk = weight && weight->defined() ? weight->contiguous() : at::Tensor();
     at::Tensor bk = bias && bias->defined() ? bias->contiguous() : at::Tensor();
+    if (input.numel() == 0) return {out, mean, rstd};
     kernels::TensorView o = rows_view(out, cols), xv = rows_view(x, cols, false);
     kernels::TensorView mv = stats_view(mean), rv = stats_view(rstd);
     kernels::TensorView wv = vector_view(wk, cols, false), bv = vector_view(bk, cols, false);

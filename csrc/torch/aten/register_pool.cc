@@ -16,9 +16,12 @@
 namespace ember::torch_glue {
 namespace {
 
+// A float tensor of 3 or 4 dims that is not empty, or is empty only by a batch of 0 (which the
+// CPU pools into an empty result; other empty dims get its error through the fallback).
 bool pool_dtype(const at::Tensor& t) {
+    const bool empty_batch = t.dim() == 4 && t.size(0) == 0 && t.size(1) > 0 && t.size(2) > 0 && t.size(3) > 0;
     return (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble || t.scalar_type() == at::kBFloat16) &&
-           (t.dim() == 3 || t.dim() == 4) && t.numel() > 0;
+           (t.dim() == 3 || t.dim() == 4) && (t.numel() > 0 || empty_batch);
 }
 
 int64_t pick(c10::IntArrayRef v, int i, int64_t dflt) {
@@ -67,6 +70,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
     at::Tensor idx = at::empty(with_spatial(x, OH, OW), x.options().dtype(at::kLong));
+    if (out.numel() == 0) return {out, idx};
     kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x, false);
     queue(x, "max_pool2d", [o, i, xv, p](runtime::ThreadPool* pool) { return kernels::max_pool2d(o, i, xv, p, pool); });
     return {out, idx};
@@ -77,6 +81,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
 at::Tensor scatter_to_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& indices, const char* name) {
     at::Tensor g = grad.contiguous(), idx = indices.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    if (gi.numel() == 0) return gi;
     kernels::TensorView giv = planes(gi), gv = planes(g, false), iv = planes(idx, false);
     queue(gi, name, [giv, gv, iv](runtime::ThreadPool* pool) { return kernels::max_pool2d_backward(giv, gv, iv, pool); });
     return gi;
@@ -109,6 +114,7 @@ at::Tensor avg_pool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntA
                                    1, 1, self.size(-3), H, W, OH, OW, self.suggest_memory_format());
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
+    if (out.numel() == 0) return out;
     kernels::TensorView o = planes(out), xv = planes(x, false);
     queue(x, "avg_pool2d", [o, xv, p](runtime::ThreadPool* pool) { return kernels::avg_pool2d(o, xv, p, pool); });
     return out;
@@ -127,6 +133,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c
     p.divisor_override = divisor_override.value_or(0);
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    if (gi.numel() == 0) return gi;
     kernels::TensorView giv = planes(gi), gv = planes(g, false);
     queue(gi, "avg_pool2d_backward", [giv, gv, p](runtime::ThreadPool* pool) {
         return kernels::avg_pool2d_backward(giv, gv, p, pool);
@@ -156,6 +163,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
     }
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    if (gi.numel() == 0) return gi;
     kernels::TensorView giv = planes(gi), gv = planes(g, false);
     queue(gi, "adaptive_avg_pool2d_backward", [giv, gv](runtime::ThreadPool* pool) {
         return kernels::adaptive_avg_pool2d_backward(giv, gv, pool);
@@ -172,6 +180,7 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, c
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, output_size[0], output_size[1]), x.options());
     at::Tensor idx = at::empty(out.sizes(), x.options().dtype(at::kLong));
+    if (out.numel() == 0) return {out, idx};
     kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x, false);
     queue(x, "adaptive_max_pool2d", [o, i, xv](runtime::ThreadPool* pool) {
         return kernels::adaptive_max_pool2d(o, i, xv, pool);

@@ -86,6 +86,17 @@ bool reducible(const at::Tensor& self) {
     return self.numel() > 0 && !self.is_complex();
 }
 
+// An empty input whose result is empty too (an empty dim is kept): nothing to compute and no NaN
+// or identity to fill in. A reduced dim of size 0 is left to the CPU, where amax and others raise.
+bool empty_result(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+    if (self.numel() != 0 || self.is_complex()) return false;
+    Plan p = make_plan(self, dim, keepdim);
+    if (c10::multiply_integers(p.out_shape) != 0) return false;
+    for (size_t i = static_cast<size_t>(p.kept); i < p.order.size(); ++i)
+        if (self.size(p.order[i]) == 0) return false;
+    return true;
+}
+
 c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
     if (dtype) return *dtype;
     return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
@@ -158,7 +169,7 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype)
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
     c10::ScalarType t = dtype.value_or(self.scalar_type());
-    if (!reducible(self) || !at::isFloatingType(t) || out.scalar_type() != t) {
+    if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(t) || out.scalar_type() != t) {
         return cpu<ATEN_OP2(mean, out)>(self, dim, keepdim, dtype, out);
     }
     Plan p = make_plan(self, dim, keepdim);
@@ -170,7 +181,8 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
 at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
     c10::ScalarType t = dtype.value_or(self.scalar_type());
-    if (!reducible(self) || !at::isFloatingType(t)) return cpu<ATEN_OP2(mean, dim)>(self, dim, keepdim, dtype);
+    if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(t))
+        return cpu<ATEN_OP2(mean, dim)>(self, dim, keepdim, dtype);
     at::Tensor out = at::empty({0}, self.options().dtype(t));
     return mean_out(self, dim, keepdim, dtype, out);
 }
@@ -183,7 +195,7 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype
 
 #define EMBER_EXTREME(name, kOp)                                                                   \
     at::Tensor& name##_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) { \
-        if (!reducible(self) || out.scalar_type() != self.scalar_type())                           \
+        if ((!reducible(self) && !empty_result(self, dim, keepdim)) || out.scalar_type() != self.scalar_type()) \
             return cpu<ATEN_OP2(name, out)>(self, dim, keepdim, out);                             \
         Plan p = make_plan(self, dim, keepdim);                                                   \
         resize_out(out, p.out_shape);                                              \
@@ -191,7 +203,7 @@ at::Tensor mean_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype
         return out;                                                                               \
     }                                                                                             \
     at::Tensor name##_fn(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {             \
-        if (!reducible(self))                                                                      \
+        if (!reducible(self) && !empty_result(self, dim, keepdim))                                 \
             return cpu<ATEN_OP(name)>(self, dim, keepdim);                                        \
         at::Tensor out = at::empty({0}, self.options());                                          \
         return name##_out(self, dim, keepdim, out);                                               \
@@ -306,7 +318,7 @@ at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<c10::Scal
 #define EMBER_VAR_STD(name, kOp)                                                                   \
     at::Tensor name##_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,               \
                                  const std::optional<c10::Scalar>& correction, bool keepdim) {      \
-        if (!reducible(self) || !at::isFloatingType(self.scalar_type()))                           \
+        if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(self.scalar_type())) \
             return cpu<ATEN_OP2(name, correction)>(self, dim, correction, keepdim);                \
         Plan p = make_plan(self, dim, keepdim);                                                    \
         at::Tensor out = at::empty(p.out_shape, self.options());                                   \
@@ -323,7 +335,7 @@ EMBER_VAR_STD(std, ReduceOp::kStd)
 #define EMBER_STAT_MEAN(name, stat)                                                                   \
     std::tuple<at::Tensor, at::Tensor> name##_mean_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, \
                                                         const std::optional<c10::Scalar>& correction, bool keepdim) { \
-        if (!reducible(self) || !at::isFloatingType(self.scalar_type()))                             \
+        if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(self.scalar_type())) \
             return cpu<ATEN_OP2(name##_mean, correction)>(self, dim, correction, keepdim);             \
         return {stat##_correction(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};     \
     }

@@ -26,8 +26,8 @@ template <typename T>
 void integer_gemm_typed(const GemmArgs& g) {
     const TensorView &a = g.a, &b = g.b, &c = g.c;
     const int64_t batch = a.sizes[0], m = a.sizes[1], k = a.sizes[2], n = b.sizes[2];
-    const auto alpha = static_cast<uint64_t>(static_cast<int64_t>(g.alpha));
-    const auto beta = static_cast<uint64_t>(static_cast<int64_t>(g.beta));
+    const auto alpha = static_cast<uint64_t>(g.int_alpha);
+    const auto beta = static_cast<uint64_t>(g.int_beta);
     const T* pa = static_cast<const T*>(a.data);
     const T* pb = static_cast<const T*>(b.data);
     T* pc = static_cast<T*>(c.data);
@@ -45,7 +45,7 @@ void integer_gemm_typed(const GemmArgs& g) {
             T* crow = pc + z * c.strides[0] + i * c.strides[1];
             for (int64_t j = 0; j < n; ++j) {
                 uint64_t v = alpha * row[j];
-                if (g.beta != 0) v += beta * static_cast<uint64_t>(static_cast<int64_t>(crow[j * c.strides[2]]));
+                if (g.int_beta != 0) v += beta * static_cast<uint64_t>(static_cast<int64_t>(crow[j * c.strides[2]]));
                 crow[j * c.strides[2]] = static_cast<T>(v);
             }
         }

@@ -21,6 +21,8 @@ struct GemmArgs {
     TensorView c;  // 3-d: (batch, m, n); read when beta != 0
     double alpha = 1.0;
     double beta = 0.0;
+    int64_t int_alpha = 1;  // integer products use these instead, exactly
+    int64_t int_beta = 0;
 };
 
 using GemmProvider = Status (*)(const GemmArgs& args);

@@ -6,6 +6,7 @@
 
 #include "kernels/special/special_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -176,13 +177,17 @@ double igam_prefactor(double a, double x) {
   if (ax < -709.782712893384) return 0.0;
   return std::sqrt(a / (2.0 * kPi)) * std::exp(ax);
 }
-constexpr int kIgamMaxIter = 2000;  // same cap as PyTorch; only huge a near x ~ a gets close
+// Iterations for the series and the continued fraction: near x ~ a their terms shrink like
+// exp(-n^2 / 2a), so about 8.6 sqrt(a) reach double precision; PyTorch's fixed 2000 (plus its
+// asymptotic expansion for large a) stops far short of that past a ~ 1e5.
+int igam_max_iter(double a) { return static_cast<int>(std::min(2e6, 2000.0 + 10.0 * std::sqrt(a))); }
 // P(a,x) from the series x^a e^-x / Gamma(a+1) * sum_n x^n / ((a+1)...(a+n)).
 double igam_series(double a, double x) {
   const double fac = igam_prefactor(a, x);
   if (fac == 0.0) return 0.0;
   double r = a, term = 1.0, sum = 1.0;
-  for (int n = 0; n < kIgamMaxIter; ++n) {
+  const int iters = igam_max_iter(a);
+  for (int n = 0; n < iters; ++n) {
     r += 1.0; term *= x / r; sum += term;
     if (term <= kEps * sum) break;
   }
@@ -194,7 +199,8 @@ double igamc_continued_fraction(double a, double x) {
   if (fac == 0.0) return 0.0;
   constexpr double tiny = 1e-300;
   double b = x + 1.0 - a; double f = (b == 0.0) ? tiny : b, C = f, D = 0.0;
-  for (int n = 1; n < kIgamMaxIter; ++n) {
+  const int iters = igam_max_iter(a);
+  for (int n = 1; n < iters; ++n) {
     const double an = -double(n) * (double(n) - a); b += 2.0; D = b + an * D;
     if (D == 0.0) D = tiny;
     D = 1.0 / D; C = b + an / C;

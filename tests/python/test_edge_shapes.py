@@ -1,0 +1,57 @@
+"""Empty and 0-d tensors through the native kernels: results, shapes and dtypes as on the CPU,
+and no CPU fallback — an empty batch is a normal thing for a data loader's last step or a
+masked-out MoE expert, and should not leave the device."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_ember  # noqa: F401
+
+E = torch.tensor([])
+CASES = {
+    "cat_of_legacy_empties": lambda d: torch.cat([E.to(d), E.to(d)], dim=0),
+    "cat_of_legacy_empties_any_dim": lambda d: torch.cat([E.to(d), E.to(d)], dim=3),
+    "gather_0d_self": lambda d: torch.gather(torch.tensor(3.0, device=d), 0, torch.tensor([0], device=d)),
+    "gather_0d_self_0d_index": lambda d: torch.gather(torch.tensor(3.0, device=d), 0, torch.tensor(0, device=d)),
+    "gather_empty_index_of_any_rank": lambda d: torch.gather(torch.randn(5, device=d), 0,
+                                                             torch.zeros(2, 0, dtype=torch.uint8, device=d)),
+    "gather_int32_index": lambda d: torch.gather(torch.arange(10.0, device=d).view(2, 5), 1,
+                                                 torch.tensor([[0, 4], [1, 2]], dtype=torch.int32, device=d)),
+    "avg_pool1d_empty_batch": lambda d: F.avg_pool1d(torch.ones(0, 3, 9, device=d), 3, padding=1),
+    "max_pool2d_empty_batch": lambda d: F.max_pool2d(torch.ones(0, 3, 8, 8, device=d), 2),
+    "adaptive_avg_pool1d_empty_batch": lambda d: F.adaptive_avg_pool1d(torch.ones(0, 8, 8, device=d), 5),
+    "adaptive_max_pool2d_empty_batch": lambda d: F.adaptive_max_pool2d(torch.ones(0, 2, 8, 8, device=d), 3),
+    "layer_norm_no_rows": lambda d: F.layer_norm(torch.ones(0, 4, device=d), (4,)),
+    "rms_norm_no_rows": lambda d: F.rms_norm(torch.ones(0, 4, device=d), (4,)),
+    "mean_of_empty_kept_dim": lambda d: torch.ones(0, 5, device=d).mean(1),
+    "amin_keeping_an_empty_dim": lambda d: torch.ones(5, 0, 5, device=d).amin(0),
+    "var_keeping_an_empty_dim": lambda d: torch.ones(0, 5, device=d).var(1),
+    "std_mean_keeping_an_empty_dim": lambda d: torch.std_mean(torch.ones(0, 5, device=d), 1)[0],
+    "searchsorted_empty": lambda d: torch.searchsorted(torch.ones(0, device=d), torch.ones(0, device=d)),
+    "searchsorted_into_empty": lambda d: torch.searchsorted(torch.ones(0, device=d), torch.ones(3, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_cpu_natively(name, native_only):
+    want, got = CASES[name]("cpu"), CASES[name]("ember")
+    assert got.device.type == "ember" and got.shape == want.shape and got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.ones(0, 5, device=d).amax(0),  # a reduced dim of size 0
+    lambda d: F.avg_pool2d(torch.ones(2, 0, 8, 8, device=d), 2),  # empty channels
+    lambda d: torch.gather(torch.randn(5, 3, device=d), 0, torch.zeros(2, dtype=torch.long, device=d)),
+], ids=["amax_over_empty_dim", "pool_empty_channels", "gather_rank_mismatch"])
+def test_errors_stay_the_cpus(fn):
+    with pytest.raises((RuntimeError, IndexError)) as cpu:
+        fn("cpu")
+    with pytest.raises(type(cpu.value)):
+        fn("ember")
+
+
+def test_empty_batch_pooling_backward(native_only):
+    x = torch.ones(0, 3, 8, 8, device="ember", requires_grad=True)
+    (F.avg_pool2d(x, 2).sum() + F.max_pool2d(x, 2).sum() + F.adaptive_avg_pool2d(x, 3).sum()).backward()
+    assert x.grad.shape == x.shape
