@@ -619,3 +619,12 @@ def test_integer_hardtanh_keeps_the_cpus_errors():
         F.hardtanh(x.to("ember"))
     with pytest.raises(RuntimeError, match="does not support non-boolean outputs|bool"):
         torch.isposinf(x.to("ember"), out=torch.empty(2, device="ember"))
+
+
+def test_masked_fill_of_bool_tensors(native_only):
+    x = torch.tensor([True, False, True, False])
+    m = torch.tensor([True, True, False, False])
+    for v in (True, False, 0, 1, 2):
+        assert torch.equal(x.to("ember").masked_fill(m.to("ember"), v).cpu(), x.masked_fill(m, v))
+    assert torch.equal(x.to("ember").masked_fill(m.to("ember"), torch.tensor(True, device="ember")).cpu(),
+                       x.masked_fill(m, torch.tensor(True)))

@@ -148,8 +148,7 @@ at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tens
 
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
     bool ok = mask.scalar_type() == at::kBool && mask.device() == self.device() && !self.is_complex() &&
-              !value.isComplex() && self.scalar_type() != at::kBool &&
-              (at::isFloatingType(self.scalar_type()) || !value.isFloatingPoint());
+              !value.isComplex() && (at::isFloatingType(self.scalar_type()) || !value.isFloatingPoint());
     if (!ok) return cpu<ATEN_OP2(masked_fill_, Scalar)>(self, mask, value);
     check_scalar_fits(value, self.scalar_type());
     at::Tensor v = c10::scalar_to_tensor(value).to(self.scalar_type());
@@ -162,7 +161,7 @@ at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const a
                 value.dim(), " dimension(s).");
     if (value.device().is_cpu()) return masked_fill_scalar(self, mask, value.item());
     bool ok = mask.scalar_type() == at::kBool && mask.device() == self.device() && value.device() == self.device() &&
-              value.scalar_type() == self.scalar_type() && !self.is_complex() && self.scalar_type() != at::kBool;
+              value.scalar_type() == self.scalar_type() && !self.is_complex();
     if (!ok) return cpu<ATEN_OP2(masked_fill_, Tensor)>(self, mask, value);
     return where_out(mask, value, self, self);
 }
