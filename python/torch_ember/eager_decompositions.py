@@ -250,6 +250,9 @@ def _kernel(name: str):
     decomposition = None
     # The out= argument's name: "out", or "grad_input" for the backward ops' out forms.
     out_name = next((a.name for a in op._schema.arguments if a.is_out), "out")
+    # Every out= argument: a functional attempt must leave out all of them (aminmax's min= and
+    # max=), since PyTorch's out wrapper refuses some set and some not.
+    out_names = {a.name for a in op._schema.arguments if a.is_out} | {out_name}
 
     def kernel(*args, **kwargs):
         nonlocal decomposition
@@ -280,11 +283,25 @@ def _kernel(name: str):
                 plain = _functional_decomposition(base)
                 try:
                     if plain is not None:
-                        result = plain(*args, **{k: v for k, v in kwargs.items() if k != out_name})
+                        result = plain(*args, **{k: v for k, v in kwargs.items() if k not in out_names})
                     else:
-                        result = decomposition(*args, **{**kwargs, out_name: None})
+                        result = decomposition(*args, **{**kwargs, **{k: None for k in out_names}})
                 except TypeError:  # no functional form: the decomposition's own out= checks apply
                     pass
+                outs = [kwargs.get(k) for k in sorted(out_names) if k in kwargs]
+                if (isinstance(result, (tuple, list)) and len(outs) == len(result) > 1
+                        and all(isinstance(o, torch.Tensor) for o in outs)):
+                    # several out= tensors (aminmax's min= and max=), in schema order
+                    order = [a.name for a in op._schema.arguments if a.is_out]
+                    outs = [kwargs[k] for k in order]
+                    if any(o.dtype != r.dtype for o, r in zip(outs, result)):
+                        return _cpu(op, base, overload, args, kwargs)  # the CPU's dtype check
+                    from torch._prims_common.wrappers import _maybe_resize_out
+
+                    for o, r in zip(outs, result):
+                        _maybe_resize_out(o, r.shape)
+                        o.copy_(r)
+                    return tuple(outs)
                 functional = isinstance(result, torch.Tensor)
             if not functional and result is not NotImplemented:
                 result = decomposition(*args, **kwargs)

@@ -334,3 +334,15 @@ def test_dtypes_the_cpu_refuses_stay_refused(case):
         case("cpu")
     with pytest.raises((RuntimeError, NotImplementedError)):
         case("ember")
+
+
+def test_several_out_tensors(native_only):
+    # aminmax's min= and max=: all of them written, resized with the CPU's warning, dtype-checked
+    x = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+    mn, mx = torch.empty(0, device="ember"), torch.full((2,), float("nan"), device="ember")
+    r = torch.aminmax(x.to("ember"), dim=1, out=(mn, mx))
+    assert r.min is mn and r.max is mx
+    want = torch.aminmax(x, dim=1)
+    assert torch.equal(mn.cpu(), want.min) and torch.equal(mx.cpu(), want.max)
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype"):
+        torch.aminmax(x.to("ember").bool(), out=(torch.empty((), device="ember"), torch.empty((), device="ember")))
