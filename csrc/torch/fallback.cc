@@ -162,20 +162,34 @@ at::Tensor same_strides_on(const at::Tensor& t, c10::Device device) {
 
 at::Tensor to_cpu(const at::Tensor& t) { return same_strides_on(t, c10::Device(c10::kCPU)); }
 
-// Replaces ember tensors in the argument at `iv` by CPU copies (lists element-wise).
-void move_arg_to_cpu(c10::IValue& iv) {
+// A CPU tensor over the same device memory, with the same sizes, strides and conj/neg bits: the
+// host executor's device memory is host memory, so a library routine can read it in place. Read
+// only, so a copy-on-write input stays unmaterialized.
+at::Tensor host_alias(const at::Tensor& t) {
+    auto options = t.options().device(c10::kCPU);
+    at::Tensor a = t.numel() == 0 ? at::empty_strided(t.sizes(), t.strides(), options)
+                                  : at::from_blob(const_cast<void*>(t.const_data_ptr()), t.sizes(), t.strides(), options);
+    a._set_conj(t.is_conj());
+    a._set_neg(t.is_neg());
+    return a;
+}
+
+// Replaces ember tensors in the argument at `iv` by CPU copies (lists element-wise), or with
+// `alias` by host aliases of their memory.
+void move_arg_to_cpu(c10::IValue& iv, bool alias = false) {
+    auto host = [alias](const at::Tensor& t) { return alias ? host_alias(t) : to_cpu(t); };
     if (iv.isTensor()) {
         const at::Tensor& t = iv.toTensor();
-        if (is_ember(t)) iv = c10::IValue(to_cpu(t));
+        if (is_ember(t)) iv = c10::IValue(host(t));
     } else if (iv.isTensorList()) {
         std::vector<at::Tensor> ts = iv.toTensorVector();
-        for (auto& t : ts) if (is_ember(t)) t = to_cpu(t);
+        for (auto& t : ts) if (is_ember(t)) t = host(t);
         iv = c10::IValue(c10::List<at::Tensor>(ts));
     } else if (iv.isOptionalTensorList()) {
         c10::List<std::optional<at::Tensor>> out;
         for (const auto& t : iv.toOptionalTensorList()) {
             std::optional<at::Tensor> ot = t;
-            out.push_back(ot && is_ember(*ot) ? std::make_optional(to_cpu(*ot)) : ot);
+            out.push_back(ot && is_ember(*ot) ? std::make_optional(host(*ot)) : ot);
         }
         iv = c10::IValue(out);
     } else if (iv.isDevice() && iv.toDevice().type() == c10::DeviceType::PrivateUse1) {
@@ -204,31 +218,6 @@ void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
     }
 }
 
-// A CPU tensor over the same device memory, with the same sizes, strides and conj/neg bits: the
-// host executor's device memory is host memory, so a library routine can read it in place. Read
-// only, so a copy-on-write input stays unmaterialized.
-at::Tensor host_alias(const at::Tensor& t) {
-    auto options = t.options().device(c10::kCPU);
-    at::Tensor a = t.numel() == 0 ? at::empty_strided(t.sizes(), t.strides(), options)
-                                  : at::from_blob(const_cast<void*>(t.const_data_ptr()), t.sizes(), t.strides(), options);
-    a._set_conj(t.is_conj());
-    a._set_neg(t.is_neg());
-    return a;
-}
-
-void alias_arg_on_host(c10::IValue& iv) {
-    if (iv.isTensor()) {
-        const at::Tensor& t = iv.toTensor();
-        if (is_ember(t)) iv = c10::IValue(host_alias(t));
-    } else if (iv.isTensorList()) {
-        std::vector<at::Tensor> ts = iv.toTensorVector();
-        for (auto& t : ts) if (is_ember(t)) t = host_alias(t);
-        iv = c10::IValue(c10::List<at::Tensor>(ts));
-    } else {
-        move_arg_to_cpu(iv);  // optional tensor lists (none of the library ops take one), devices
-    }
-}
-
 // The shared body of the fallback and of library ops: arguments to the host (copies, or for a
 // library op aliases of the inputs), the CPU kernel, results back to the device.
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool library) {
@@ -250,8 +239,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool l
     };
     // Written arguments are CPU copies (the kernel may resize them), copied back afterwards.
     for (size_t i = 0; i < args.size(); ++i) {
-        if (library && !written(i)) alias_arg_on_host((*stack)[begin + i]);
-        else move_arg_to_cpu((*stack)[begin + i]);
+        move_arg_to_cpu((*stack)[begin + i], library && !written(i));
     }
     std::vector<std::pair<size_t, c10::IValue>> mutated;
     for (size_t i = 0; i < args.size(); ++i) {

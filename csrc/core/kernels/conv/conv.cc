@@ -129,21 +129,25 @@ Status conv_backward(const ConvBackwardArgs& args, runtime::ThreadPool* pool) {
     // rounded once, as the CPU does: partial sums rounded to the parameter dtype first lose what
     // cancels between samples. So the batch splits for the input gradient only, and one call
     // computes the parameter gradients.
-    const bool half = (args.grad_weight.data != nullptr &&
-                       (args.grad_weight.dtype == DType::kBFloat16 || args.grad_weight.dtype == DType::kFloat16)) ||
-                      (args.grad_bias.data != nullptr &&
-                       (args.grad_bias.dtype == DType::kBFloat16 || args.grad_bias.dtype == DType::kFloat16));
-    if (half) {
+    auto half = [](const TensorView& g) {
+        return g.data != nullptr && (g.dtype == DType::kBFloat16 || g.dtype == DType::kFloat16);
+    };
+    // Part k's arguments: its slice of the batch, on one thread.
+    auto part = [&](int64_t k) {
+        const int64_t b = n * k / parts, e = n * (k + 1) / parts;
+        ConvBackwardArgs a = args;
+        a.grad_out = batch_slice(args.grad_out, b, e);
+        a.input = batch_slice(args.input, b, e);
+        a.grad_input = batch_slice(args.grad_input, b, e);
+        a.threads = 1;
+        return a;
+    };
+    if (half(args.grad_weight) || half(args.grad_bias)) {
         if (args.grad_input.data != nullptr) {
             EMBER_RETURN_IF_ERROR(run_parts(parts, pool, [&](int64_t k) {
-                const int64_t b = n * k / parts, e = n * (k + 1) / parts;
-                ConvBackwardArgs a = args;
-                a.grad_out = batch_slice(args.grad_out, b, e);
-                a.input = batch_slice(args.input, b, e);
-                a.grad_input = batch_slice(args.grad_input, b, e);
+                ConvBackwardArgs a = part(k);
                 a.grad_weight = TensorView();
                 a.grad_bias = TensorView();
-                a.threads = 1;
                 return g_backward(a);
             }));
         }
@@ -158,14 +162,9 @@ Status conv_backward(const ConvBackwardArgs& args, runtime::ThreadPool* pool) {
         if (args.grad_bias.data != nullptr) gb.emplace_back(args.grad_bias);
     }
     EMBER_RETURN_IF_ERROR(run_parts(parts, pool, [&](int64_t k) {
-        const int64_t b = n * k / parts, e = n * (k + 1) / parts;
-        ConvBackwardArgs a = args;
-        a.grad_out = batch_slice(args.grad_out, b, e);
-        a.input = batch_slice(args.input, b, e);
-        a.grad_input = batch_slice(args.grad_input, b, e);
+        ConvBackwardArgs a = part(k);
         if (k > 0 && args.grad_weight.data != nullptr) a.grad_weight = gw[static_cast<size_t>(k - 1)].view;
         if (k > 0 && args.grad_bias.data != nullptr) a.grad_bias = gb[static_cast<size_t>(k - 1)].view;
-        a.threads = 1;
         return g_backward(a);
     }));
     if (args.grad_weight.data != nullptr) add_partials(args.grad_weight, gw);
