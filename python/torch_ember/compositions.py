@@ -66,8 +66,15 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
     not (v <= b) (left) or not (v < b) (right), the CPU's binary-search tests, so a NaN value
     lands at the end as there."""
     right = right or side == "right"
-    if sorter is not None or values.dtype != sorted_sequence.dtype:
+    if values.dtype != sorted_sequence.dtype:
         return NotImplemented
+    if sorter is not None:
+        # The sorter's order is the sorted sequence (positions count in that order); the CPU
+        # words the errors of a sorter of the wrong shape, dtype or device.
+        if (sorter.dtype != torch.int64 or sorter.shape != sorted_sequence.shape
+                or sorter.device != sorted_sequence.device):
+            return NotImplemented
+        sorted_sequence = sorted_sequence.gather(-1, sorter) if sorter.numel() else sorted_sequence
     if sorted_sequence.numel() == 0:
         if sorted_sequence.dim() != 1:
             return NotImplemented  # the CPU's shape checks

@@ -29,6 +29,20 @@ CASES = {
     "std_mean_keeping_an_empty_dim": lambda d: torch.std_mean(torch.ones(0, 5, device=d), 1)[0],
     "searchsorted_empty": lambda d: torch.searchsorted(torch.ones(0, device=d), torch.ones(0, device=d)),
     "searchsorted_into_empty": lambda d: torch.searchsorted(torch.ones(0, device=d), torch.ones(3, device=d)),
+    "searchsorted_empty_sorter": lambda d: torch.searchsorted(torch.ones(0, device=d), torch.ones(0, device=d),
+                                                              sorter=torch.ones(0, dtype=torch.long, device=d)),
+    "searchsorted_with_sorter": lambda d: torch.searchsorted(
+        torch.tensor([[3.0, 1, 2, 5], [0, -1, 7, 4]], device=d), torch.tensor([[2.5, 0, 9], [-2, 4, 4]], device=d),
+        sorter=torch.tensor([[1, 2, 0, 3], [1, 0, 3, 2]], device=d), right=True),
+    "index_select_0d_self": lambda d: torch.tensor(3.0, device=d).index_select(0, torch.tensor([0], device=d)),
+    "index_add_0d_self": lambda d: torch.tensor(1.0, device=d).index_add(0, torch.tensor([0], device=d),
+                                                                         torch.tensor(2.0, device=d), alpha=-3),
+    "index_add_0d_bool": lambda d: torch.tensor(False, device=d).index_add(0, torch.tensor([0], device=d),
+                                                                           torch.tensor(True, device=d), alpha=True),
+    "mean_of_empty": lambda d: torch.ones(0, 5, device=d).mean(),
+    "var_of_empty": lambda d: torch.ones(0, device=d).var(),
+    "std_over_an_empty_dim": lambda d: torch.ones(0, 5, device=d).std(0, keepdim=True),
+    "var_mean_of_empty": lambda d: torch.stack(torch.var_mean(torch.ones(0, 5, device=d), 0)),
 }
 
 
@@ -36,14 +50,15 @@ CASES = {
 def test_matches_cpu_natively(name, native_only):
     want, got = CASES[name]("cpu"), CASES[name]("ember")
     assert got.device.type == "ember" and got.shape == want.shape and got.dtype == want.dtype
-    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
 
 
 @pytest.mark.parametrize("fn", [
     lambda d: torch.ones(0, 5, device=d).amax(0),  # a reduced dim of size 0
     lambda d: F.avg_pool2d(torch.ones(2, 0, 8, 8, device=d), 2),  # empty channels
     lambda d: torch.gather(torch.randn(5, 3, device=d), 0, torch.zeros(2, dtype=torch.long, device=d)),
-], ids=["amax_over_empty_dim", "pool_empty_channels", "gather_rank_mismatch"])
+    lambda d: torch.tensor(3.0, device=d).index_select(0, torch.tensor([0, 0], device=d)),
+], ids=["amax_over_empty_dim", "pool_empty_channels", "gather_rank_mismatch", "index_select_0d_two_indices"])
 def test_errors_stay_the_cpus(fn):
     with pytest.raises((RuntimeError, IndexError)) as cpu:
         fn("cpu")
@@ -55,3 +70,20 @@ def test_empty_batch_pooling_backward(native_only):
     x = torch.ones(0, 3, 8, 8, device="ember", requires_grad=True)
     (F.avg_pool2d(x, 2).sum() + F.max_pool2d(x, 2).sum() + F.adaptive_avg_pool2d(x, 3).sum()).backward()
     assert x.grad.shape == x.shape
+
+
+def test_no_degrees_of_freedom_warns_as_on_cpu(native_only):
+    for d in ("cpu", "ember"):
+        with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+            torch.ones(1, device=d).var()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda: torch.tensor(3.0, device="ember").index_select(0, torch.tensor([1], device="ember")),
+    lambda: torch.tensor(1.0, device="ember").index_add(0, torch.tensor([-1], device="ember"),
+                                                        torch.tensor(2.0, device="ember")),
+], ids=["index_select", "index_add"])
+def test_0d_index_out_of_range_is_refused(fn):
+    # The check runs on the device, like CUDA's: the error surfaces at the next synchronization.
+    with pytest.raises(RuntimeError, match="out of (range|bounds)"):
+        fn().cpu()

@@ -83,8 +83,17 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
     if (index.scalar_type() == at::kInt && index.device() == self.device())
         return index_select_out(self, dim, index.to(at::kLong), out);
     bool ok = index.scalar_type() == at::kLong && index.dim() <= 1 && index.device() == self.device() &&
-              out.scalar_type() == self.scalar_type() && plain_dtype(self.scalar_type()) && self.dim() > 0;
+              out.scalar_type() == self.scalar_type() && plain_dtype(self.scalar_type()) &&
+              (self.dim() > 0 || index.numel() == 1);
     if (!ok) return cpu<ATEN_OP2(index_select, out)>(self, dim, index, out);
+    if (self.dim() == 0) {
+        // A 0-d self takes one index (0, checked by the kernel) and gives a 0-d result.
+        at::maybe_wrap_dim(dim, 0);
+        at::Tensor one = at::empty({1}, out.options());
+        index_select_out(self.reshape({1}), 0, index, one);
+        resize_out(out, c10::IntArrayRef(), {&self, &index});
+        return out.copy_(one.squeeze(0));
+    }
     dim = at::maybe_wrap_dim(dim, self.dim());
     std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
     at::Tensor idx = index.reshape({-1}).contiguous();

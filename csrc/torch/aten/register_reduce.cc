@@ -4,6 +4,7 @@
 // unusual (empty inputs, complex, an out= tensor of another dtype) takes the CPU fallback, so
 // PyTorch's own checks and messages apply.
 #include <ATen/Operators.h>
+#include <limits>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -169,11 +170,12 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype)
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
     c10::ScalarType t = dtype.value_or(self.scalar_type());
-    if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(t) || out.scalar_type() != t) {
+    if (self.is_complex() || !at::isFloatingType(t) || out.scalar_type() != t) {
         return cpu<ATEN_OP2(mean, out)>(self, dim, keepdim, dtype, out);
     }
     Plan p = make_plan(self, dim, keepdim);
     resize_out(out, p.out_shape);
+    if (self.numel() == 0) return out.fill_(std::numeric_limits<double>::quiet_NaN());  // 0 / 0, as on CPU
     queue_reduce(ReduceOp::kMean, self, p, out);
     return out;
 }
@@ -181,8 +183,7 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
 at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
     c10::ScalarType t = dtype.value_or(self.scalar_type());
-    if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(t))
-        return cpu<ATEN_OP2(mean, dim)>(self, dim, keepdim, dtype);
+    if (self.is_complex() || !at::isFloatingType(t)) return cpu<ATEN_OP2(mean, dim)>(self, dim, keepdim, dtype);
     at::Tensor out = at::empty({0}, self.options().dtype(t));
     return mean_out(self, dim, keepdim, dtype, out);
 }
@@ -315,14 +316,27 @@ at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<c10::Scal
     return vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
 }
 
+// The CPU's warning when the correction leaves no degrees of freedom (its result is NaN or inf).
+void warn_dof(const char* name, const at::Tensor& self, const at::Tensor& out, double correction) {
+    if (out.numel() == 0) return;
+    const double factor = static_cast<double>(self.numel()) / static_cast<double>(out.numel());
+    if (factor - correction <= 0)
+        TORCH_WARN(name, "(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                         "factor (input numel divided by output numel).");
+}
+
+// An empty input's variance over a dim of size 0 is NaN, as on the CPU.
 #define EMBER_VAR_STD(name, kOp)                                                                   \
     at::Tensor name##_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,               \
                                  const std::optional<c10::Scalar>& correction, bool keepdim) {      \
-        if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(self.scalar_type())) \
+        if (self.is_complex() || !at::isFloatingType(self.scalar_type()))                          \
             return cpu<ATEN_OP2(name, correction)>(self, dim, correction, keepdim);                \
         Plan p = make_plan(self, dim, keepdim);                                                    \
+        const double c = correction ? correction->toDouble() : 1.0;                                \
         at::Tensor out = at::empty(p.out_shape, self.options());                                   \
-        queue_reduce(kOp, self, p, out, {}, 2, correction ? correction->toDouble() : 1.0);         \
+        warn_dof(#name, self, out, c);                                                             \
+        if (self.numel() == 0) return out.fill_(std::numeric_limits<double>::quiet_NaN());         \
+        queue_reduce(kOp, self, p, out, {}, 2, c);                                                 \
         return out;                                                                                \
     }
 
@@ -335,7 +349,7 @@ EMBER_VAR_STD(std, ReduceOp::kStd)
 #define EMBER_STAT_MEAN(name, stat)                                                                   \
     std::tuple<at::Tensor, at::Tensor> name##_mean_correction(const at::Tensor& self, at::OptionalIntArrayRef dim, \
                                                         const std::optional<c10::Scalar>& correction, bool keepdim) { \
-        if ((!reducible(self) && !empty_result(self, dim, keepdim)) || !at::isFloatingType(self.scalar_type())) \
+        if (self.is_complex() || !at::isFloatingType(self.scalar_type()))                          \
             return cpu<ATEN_OP2(name##_mean, correction)>(self, dim, correction, keepdim);             \
         return {stat##_correction(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};     \
     }

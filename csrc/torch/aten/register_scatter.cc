@@ -95,31 +95,78 @@ at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tenso
     return scatter_impl(self, dim, index, src, ScatterReduce::kSum, out);
 }
 
+// The largest (or smallest) value of an integer dtype.
+c10::Scalar integer_extreme(c10::ScalarType t, bool largest) {
+    c10::Scalar out;
+    AT_DISPATCH_INTEGRAL_TYPES(t, "integer_extreme", [&] {
+        out = largest ? std::numeric_limits<scalar_t>::max() : std::numeric_limits<scalar_t>::lowest();
+    });
+    return out;
+}
+
 // include_self=false: the positions that receive values start from the reduction's identity, so
 // the self values there take no part (CPU's rule). "mean" divides the received sum (plus self when
-// included) by the number of values; positions that receive none keep self. Integer means and
-// integer or bool extremes without self take the CPU path.
+// included) by the number of values, rounding integers down; positions that receive none keep
+// self. A bool mean is refused by the CPU's own kernel.
+
 at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                                    c10::string_view reduce, bool include_self, at::Tensor& out) {
     auto r = reduce_of(reduce, true);
     const bool mean = reduce == "mean", floating = at::isFloatingType(self.scalar_type());
     const bool extreme = r && (*r == ScatterReduce::kAmax || *r == ScatterReduce::kAmin);
-    if ((!r && !mean) || ((mean || (extreme && !include_self)) && !floating) || !native_scatter(self, index, &src, out))
+    const bool is_bool = self.scalar_type() == at::kBool;
+    if ((!r && !mean) || (mean && is_bool) || !native_scatter(self, index, &src, out))
         return cpu<ATEN_OP2(scatter_reduce, two_out)>(self, dim, index, src, reduce, include_self, out);
     if (mean) {
+        // Integer means round down, as on the CPU.
         at::Tensor sum = (include_self ? self.clone() : at::zeros_like(self)).scatter_add_(dim, index, src);
         at::Tensor count = (include_self ? at::ones_like(self) : at::zeros_like(self))
                                .scatter_add_(dim, index, at::ones_like(src));
-        at::Tensor result = at::where(count.gt(0), sum.div(count.clamp_min(1)), self);
+        at::Tensor divisor = count.clamp_min(1);
+        at::Tensor result = floating ? sum.div(divisor) : sum.div(divisor, "floor");
+        if (!include_self) result = at::where(count.gt(0), result, self);
         resize_out(out, self.sizes(), {&index, &src});
         return out.copy_(result);
     }
     if (include_self) return scatter_impl(self, dim, index, src, *r, out);
-    const double inf = std::numeric_limits<double>::infinity();
-    const c10::Scalar identity = *r == ScatterReduce::kSum ? c10::Scalar(0)
+    // Each target starts from the reduction's identity (the dtype's extremes for amax/amin).
+    const bool max = *r == ScatterReduce::kAmax;
+    const c10::Scalar identity = *r == ScatterReduce::kSum    ? c10::Scalar(0)
                                  : *r == ScatterReduce::kProd ? c10::Scalar(1)
-                                 : *r == ScatterReduce::kAmax ? c10::Scalar(-inf) : c10::Scalar(inf);
+                                 : is_bool                    ? c10::Scalar(!max)
+                                 : floating ? c10::Scalar(max ? -std::numeric_limits<double>::infinity()
+                                                              : std::numeric_limits<double>::infinity())
+                                 : integer_extreme(self.scalar_type(), !max);
     return scatter_impl(self.scatter(dim, index, identity), dim, index, src, *r, out);
+}
+
+// index_reduce is scatter_reduce with the index spread along source's other dims: every source
+// slice i along dim reduces into self's slice index[i]. Shapes and dtypes the CPU would refuse
+// take its path, so its errors apply.
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                             c10::string_view reduce, bool include_self, at::Tensor& out) {
+    TORCH_WARN_ONCE("index_reduce() is in beta and the API may change at any time.");
+    if (self.dim() == 0 && source.dim() == 0 && index.numel() == 1 && (dim == 0 || dim == -1)) {
+        // A 0-d self is a one-element row (the kernel checks that the index is 0).
+        at::Tensor one = at::empty({1}, out.options());
+        index_reduce_out(self.reshape({1}), 0, index.reshape({1}), source.reshape({1}), reduce, include_self, one);
+        resize_out(out, c10::IntArrayRef());
+        return out.copy_(one.squeeze(0));
+    }
+    bool ok = self.dim() > 0 && source.dim() == self.dim() && index.dim() <= 1 && index.scalar_type() == at::kLong &&
+              source.scalar_type() == self.scalar_type() && self.scalar_type() != at::kBool &&
+              (reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin") &&
+              native_scatter(self, index, &source, out);
+    if (ok) {
+        dim = at::maybe_wrap_dim(dim, self.dim());
+        ok = source.size(dim) == index.numel();
+        for (int64_t d = 0; ok && d < self.dim(); ++d) ok = d == dim || source.size(d) == self.size(d);
+    }
+    if (!ok) return cpu<ATEN_OP2(index_reduce, out)>(self, dim, index, source, reduce, include_self, out);
+    std::vector<int64_t> along(self.dim(), 1);
+    along[dim] = index.numel();
+    at::Tensor spread = index.reshape(along).expand(source.sizes()).contiguous();
+    return scatter_reduce_two_out(self, dim, spread, source, reduce, include_self, out);
 }
 
 // ---- counting: nonzero and masked_select ----------------------------------------------------
@@ -383,10 +430,23 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
                           const c10::Scalar& alpha, at::Tensor& out) {
     bool ok = plain_dtype(self.scalar_type()) && source.scalar_type() == self.scalar_type() &&
               out.scalar_type() == self.scalar_type() && index.dim() <= 1 &&
-              (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt) && self.dim() > 0 &&
+              (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt) &&
               source.dim() == self.dim() && on_device(self.device(), index) && on_device(self.device(), source) &&
-              // alpha * source must keep self's dtype (bool times 2 is an integer on the CPU).
-              self.scalar_type() != at::kBool && (at::isFloatingType(self.scalar_type()) || !alpha.isFloatingPoint());
+              // alpha * source must keep self's dtype (bool times 2 is an integer on the CPU); a bool
+              // alpha with bool tensors ORs the rows in (True) or adds nothing (False).
+              (self.scalar_type() == at::kBool ? alpha.isBoolean()
+                                               : at::isFloatingType(self.scalar_type()) || !alpha.isFloatingPoint());
+    if (ok && self.dim() == 0 && index.numel() == 1 && (dim == 0 || dim == -1)) {
+        // A 0-d self adds its one source element at index 0 (the kernel checks the index).
+        if (!out.is_same(self)) {
+            resize_out(out, {});
+            out.copy_(self);
+        }
+        at::Tensor flat = out.view({1});
+        index_add_out(flat, 0, index, source.reshape({1}), alpha, flat);
+        return out;
+    }
+    ok = ok && self.dim() > 0;
     if (ok) {
         dim = at::maybe_wrap_dim(dim, self.dim());
         ok = source.size(dim) == index.numel();
@@ -399,7 +459,9 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     }
     if (index.numel() == 0) return out;
     at::Tensor dst = out.is_contiguous() ? out : out.contiguous();
-    at::Tensor src = (alpha.equal(1) ? source : source.mul(alpha)).contiguous();
+    const bool is_bool = self.scalar_type() == at::kBool;
+    const bool unit = is_bool ? alpha.toBool() : !alpha.isBoolean() && alpha.equal(1);
+    at::Tensor src = (unit ? source : is_bool ? at::zeros_like(source) : source.mul(alpha)).contiguous();
     // index_add takes no negative indices (the kernel would wrap them): map them past the end,
     // where the kernel's bounds check reports them.
     at::Tensor idx = index.reshape({-1}).to(at::kLong);
@@ -407,7 +469,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     kernels::TensorView o = fold3(dst, dim), i = view_in(idx), v = fold3(src, dim, false);
     // The CPU sums rows (a self of two or more dims, alpha 1) of float16/bfloat16 in float and
     // rounds once; single elements and scaled rows round after every update.
-    const bool in_float = self.dim() > 1 && alpha.equal(1);
+    const bool in_float = self.dim() > 1 && unit;
     queue(dst, "index_add", [o, i, v, in_float](runtime::ThreadPool* p) {
         return kernels::index_put_rows(o, i, v, true, p, in_float);
     });
@@ -428,6 +490,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("index.Tensor_out", index_out);
     m.impl("_index_put_impl_", index_put_impl_);
     m.impl("index_add.out", index_add_out);
+    m.impl("index_reduce.out", index_reduce_out);
 }
 
 }  // namespace ember::torch_glue
