@@ -241,6 +241,30 @@ def test_unique_matches_cpu(kwargs, native_only):
               torch.randint(0, 7, (200,), generator=G), torch.tensor(3), torch.tensor([], dtype=torch.long)):
         _same(lambda t: torch._unique2(t, **kwargs), x)
     _same(lambda t: torch.unique(t, return_counts=True), torch.randint(0, 5, (64,), generator=G))
+    _same(lambda t: torch._unique2(t, **kwargs), torch.tensor([True, False, True, True]))
+
+
+_RUNS = (torch.tensor([1, 1, 2, 2, 3, 1, 1, 2]), torch.tensor([3.0, float("nan"), float("nan"), 3.0, 3.0]),
+         torch.tensor([True, True, False]), torch.tensor(4.0), torch.tensor([], dtype=torch.long),
+         torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]]))
+
+
+@pytest.mark.parametrize("dim", [None, 0, -1])
+@pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True), (True, True)])
+def test_unique_consecutive_matches_cpu(dim, flags, native_only):
+    for x in _RUNS:
+        if dim is not None and (x.dim() == 0 or x.numel() == 0):
+            continue
+        _same(lambda t: torch.ops.aten.unique_consecutive(t, *flags, dim), x)
+    _same(lambda t: torch.unique_consecutive(t, return_counts=True), torch.randint(0, 3, (300,), generator=G))
+
+
+@pytest.mark.parametrize("size", [0, 2, 9])
+def test_nonzero_static_matches_cpu(size, native_only):
+    for x in (torch.tensor([[0, 1, 3], [2, 0, 0]]), torch.tensor([0.0, float("nan"), -0.0]), torch.tensor(True),
+              torch.zeros(2, 0)):
+        _same(lambda t: torch.nonzero_static(t, size=size), x)
+        _same(lambda t: torch.nonzero_static(t, size=size, fill_value=7), x)
 
 
 def test_equal_matches_cpu(native_only):
