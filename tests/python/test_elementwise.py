@@ -420,6 +420,24 @@ def test_bool_add_and_integer_powers(native_only):
         a.to("ember") - b.to("ember")
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_integer_pow_wraps_like_cpu(dtype, native_only):
+    # Squaring with wrap-around; negative exponents give 1, +-1 or 0 (bases 1, -1, others).
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-20, 20, (300,), generator=g).to(dtype)
+    b = torch.randint(-5, 70, (300,), generator=g).to(dtype)
+    a[:6], b[:6] = torch.tensor([1, -1, -1, 0, 0, 2]).to(dtype), torch.tensor([-7, -3, -4, -1, 0, 63]).to(dtype)
+    for f in (lambda x, y: x ** y, lambda x, y: x ** 5, lambda x, y: x ** 0, lambda x, y: x ** 40,
+              lambda x, y: x.clone().pow_(y), lambda x, y: torch.pow(3, y)):
+        want, got = f(a, b), f(a.to("ember"), b.to("ember"))
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+def test_integer_pow_with_a_negative_scalar_is_refused():
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.tensor([2, 3], device="ember") ** -1
+
+
 def test_integer_inputs_promote_like_cpu(native_only):
     i = torch.tensor([1, 2, 5])
     for name in ("asin", "log2", "erfinv", "atan"):

@@ -1,7 +1,6 @@
 // Elementwise ops on core's engine: arithmetic, comparisons and activations, each in its
 // functional, in-place and out= form. A dtype the engine does not compute (complex; bool for
-// arithmetic other than add and mul; integer pow beyond squares and cubes) goes to the visible
-// CPU fallback, so every result matches CPU.
+// arithmetic other than add and mul) goes to the visible CPU fallback, so every result matches CPU.
 #include <ATen/Operators.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
@@ -345,7 +344,7 @@ EMBER_COMPARE_OP(ge, BinaryOp::kGe)
 
 at::Tensor& pow_tensor_tensor_out(const at::Tensor& self, const at::Tensor& exponent, at::Tensor& out) {
     auto iter = TensorIterator::binary_op(out, self, exponent);
-    if (!native_compute(iter, false)) return cpu<ATEN_OP2(pow, Tensor_Tensor_out)>(self, exponent, out);
+    if (!native_compute(iter, true)) return cpu<ATEN_OP2(pow, Tensor_Tensor_out)>(self, exponent, out);
     queue_binary(BinaryOp::kPow, iter);
     return out;
 }
@@ -353,7 +352,7 @@ at::Tensor& pow_tensor_tensor_out(const at::Tensor& self, const at::Tensor& expo
 at::Tensor pow_tensor_tensor(const at::Tensor& self, const at::Tensor& exponent) {
     at::Tensor out;
     auto iter = TensorIterator::binary_op(out, self, exponent);
-    if (!native_compute(iter, false)) return cpu<ATEN_OP2(pow, Tensor_Tensor)>(self, exponent);
+    if (!native_compute(iter, true)) return cpu<ATEN_OP2(pow, Tensor_Tensor)>(self, exponent);
     queue_binary(BinaryOp::kPow, iter);
     return iter.output();
 }
@@ -374,6 +373,16 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exp
         at::Tensor prod = exponent.equal(2) ? base.mul(base) : base.mul(base).mul_(base);
         resize_out(out, prod.sizes());
         return out.copy_(prod);
+    }
+    if (!floating && at::isIntegralType(result, /*includeBool=*/false) && exponent.isIntegral(false) &&
+        exponent.toDouble() >= 0) {
+        // Other integer powers by squaring, wrapping as on the CPU (a negative one is its error).
+        check_scalar_fits(exponent, result);
+        auto iter = TensorIterator::binary_op(out, self, scalar_tensor(exponent));
+        if (native_compute(iter, true)) {
+            queue_binary(BinaryOp::kPow, iter);
+            return out;
+        }
     }
     if (!floating || exponent.isComplex()) {
         return cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(self, exponent, out);

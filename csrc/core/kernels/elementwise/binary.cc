@@ -117,6 +117,19 @@ EMBER_SIMD_CLONES void binary_f64(BinaryOp op, double* y, const double* a, const
                                   double alpha, int64_t n) { EMBER_BINARY_FLOAT_BODY(double) }
 #undef EMBER_BINARY_FLOAT_BODY
 
+// PyTorch's integer power: squaring with wrap-around; a negative exponent gives 1 for a base
+// of 1, +-1 for -1 (by the exponent's parity) and 0 otherwise. Narrow types arrive widened and
+// leave truncated, which keeps the same low bits as computing in their own width.
+inline int64_t power_i64(int64_t base, int64_t e) {
+    if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t result = 1, a = static_cast<uint64_t>(base);
+    for (uint64_t k = static_cast<uint64_t>(e); k != 0; k >>= 1) {
+        if (k & 1) result *= a;
+        a *= a;
+    }
+    return static_cast<int64_t>(result);
+}
+
 // Integers wrap on overflow as in PyTorch (computed in unsigned arithmetic to stay defined).
 EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, const int64_t* b,
                                   int64_t alpha, int64_t n) {
@@ -125,6 +138,7 @@ EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, con
         case BinaryOp::kAdd: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(u(a[i]) + u(alpha) * u(b[i])); break;
         case BinaryOp::kSub: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(u(a[i]) - u(alpha) * u(b[i])); break;
         case BinaryOp::kMul: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(u(a[i]) * u(b[i])); break;
+        case BinaryOp::kPow: for (int64_t i = 0; i < n; ++i) y[i] = power_i64(a[i], b[i]); break;
         case BinaryOp::kMaximum: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i] ? a[i] : b[i]; break;
         case BinaryOp::kMinimum: for (int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i] ? a[i] : b[i]; break;
         case BinaryOp::kEq: for (int64_t i = 0; i < n; ++i) y[i] = a[i] == b[i]; break;
@@ -144,7 +158,7 @@ EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, con
         case BinaryOp::kShiftRight:
             for (int64_t i = 0; i < n; ++i) y[i] = a[i] >> ((b[i] < 0 || b[i] >= 64) ? 63 : b[i]);
             break;
-        default: break;  // div, pow and the float-only backwards are not routed here
+        default: break;  // div and the float-only backwards are not routed here
     }
 }
 
@@ -171,7 +185,7 @@ bool division_op(BinaryOp op) { return op >= BinaryOp::kFloorDivide; }
 
 bool bitwise_op(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd && op <= BinaryOp::kShiftRight; }
 bool float_only_op(BinaryOp op) {
-    return op == BinaryOp::kDiv || op == BinaryOp::kPow ||
+    return op == BinaryOp::kDiv ||
            (op >= BinaryOp::kSigmoidBackward && op < BinaryOp::kBitwiseAnd);
 }
 bool integer_op(BinaryOp op) { return !float_only_op(op); }
