@@ -40,6 +40,41 @@ def test_adaptive_avg_pool(dtype, size, native_only):
     fwd_bwd(lambda t: F.adaptive_avg_pool2d(t, size), x, dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # the CPU has no bf16 avg_pool3d
+@pytest.mark.parametrize("cfg", [(2, 2, 0, False), (3, 2, 1, False), (3, 2, 1, True), ((2, 3, 4), (1, 2, 2), (0, 1, 2), True),
+                                 ((3, 2, 1), (2, 1, 3), (1, 1, 0), False)])
+@pytest.mark.parametrize("batched", [True, False])
+def test_avg_pool3d(dtype, cfg, batched, native_only):
+    # Composed as plane pooling then depth pooling: divisors, padding and ceil_mode windows as the CPU's.
+    k, s, p, ceil = cfg
+    x = torch.randn(*((2,) if batched else ()), 3, 7, 6, 9, generator=torch.Generator().manual_seed(0)).to(dtype)
+    fwd_bwd(lambda t: F.avg_pool3d(t, k, s, p, ceil_mode=ceil), x, dtype)
+    fwd_bwd(lambda t: F.avg_pool3d(t, k, s, p, ceil_mode=ceil, count_include_pad=False), x, dtype)
+    fwd_bwd(lambda t: F.avg_pool3d(t, k, s, p, ceil_mode=ceil, divisor_override=5), x, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("size", [(1, 1, 1), (3, 4, 2), (7, 6, 9), (5, 3, 4)])
+def test_adaptive_avg_pool3d(dtype, size, native_only):
+    x = torch.randn(2, 3, 7, 6, 9, generator=torch.Generator().manual_seed(0)).to(dtype)
+    fwd_bwd(lambda t: F.adaptive_avg_pool3d(t, size), x, dtype)
+    fwd_bwd(lambda t: F.adaptive_avg_pool3d(t, size), x[0], dtype)
+
+
+def test_pool3d_compiles_and_refuses_bad_windows(native_only):
+    x = torch.randn(2, 3, 6, 6, 6)
+    f = lambda t: F.avg_pool3d(t, 3, 2, 1).sum() + F.adaptive_avg_pool3d(t, (2, 3, 4)).square().sum()
+    xe = x.to("ember").requires_grad_()
+    xc = x.clone().requires_grad_()
+    torch.compile(f, backend="ember")(xe).backward()
+    f(xc).backward()
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+    with pytest.raises(RuntimeError, match="pad should be at most half"):
+        F.avg_pool3d(x.to("ember"), 2, 1, 2)
+    with pytest.raises(NotImplementedError, match="BFloat16"):
+        F.avg_pool3d(x.to("ember", torch.bfloat16), 2)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("size", [(1, 1), (3, 4), (5, 5), (7, 3), (11, 10), (13, 2)])
 def test_adaptive_max_pool_with_indices_and_ties(dtype, size, native_only):
