@@ -456,13 +456,14 @@ def test_views_after_a_piece_see_the_layout_they_were_traced_with():
 
 
 def test_a_library_step_that_falls_back_for_its_arguments_is_reported():
-    # searchsorted has a composed eager path that hands a sorter= argument to the CPU: only
-    # running the step shows it. The graph runs (results are right) but says so at its first call.
+    # searchsorted has a composed eager path that hands values of another dtype than the
+    # sequence's to the CPU: only running the step shows it. The graph runs (results are right)
+    # but says so at its first call.
     def f(s, v, o):
         return torch.searchsorted(s, v, sorter=o) * 2
 
     seq = torch.tensor([3.0, 1.0, 2.0, 5.0])
-    args = (seq, torch.tensor([0.5, 2.5, 9.0]), torch.argsort(seq))
+    args = (seq, torch.tensor([0, 2, 9]), torch.argsort(seq))
     ember_args = [a.to("ember") for a in args]
     g = _compile(f)
     with pytest.warns(RuntimeWarning, match=r"ran 1 op\(s\) on the CPU: aten\.searchsorted"):

@@ -62,6 +62,10 @@ def _bind_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
     import copy
 
     g = copy.deepcopy(gm)
+    for n in g.graph.nodes:
+        # Value-dependent sizes get new symbols when the copy is traced again (_traceable): the
+        # ones Dynamo bound belong to its own shape environment.
+        n.meta.pop("unbacked_bindings", None)
     placeholders = [n for n in g.graph.nodes if n.op == "placeholder"]
     _bind_into(g, {ph: a.item() for ph, a in zip(placeholders, args) if _is_lifted_scalar(a)})
     return g
@@ -98,10 +102,21 @@ def _specializing(gm, options):
         fn = compiled.get(key)
         if fn is None:
             reason = _recompile_reason(compiled, key)
-            fn = compiled[key] = _compile_static(_bind_scalars(gm, args), list(args), options, reason)
+            fn = compiled[key] = _compile_static(_bind_scalars(gm, args), _traceable(args), options, reason)
         return fn(*args)
 
     return run
+
+
+def _traceable(args) -> list:
+    """The concrete inputs as fake tensors of the same sizes under a shape environment, which
+    AOTAutograd needs to trace ops whose result sizes depend on values (nonzero, a boolean mask,
+    .item()); from real tensors it would trace without one and refuse them."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    return [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a for a in args]
 
 
 def _recompile_reason(compiled: dict, key: tuple) -> str:

@@ -79,6 +79,14 @@ def _route_of_target(target) -> str:
     return route
 
 
+def host_scalar(node) -> bool:
+    """A Python number computed on the host (int(x.item()) // 2, max(n, 1), a size's product):
+    nothing for the device to run, and not an op that could lack a kernel."""
+    if node.op != "call_function" or isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+        return False
+    return not isinstance(node.meta.get("val"), (torch.Tensor, list, tuple))
+
+
 def partition(gm: torch.fx.GraphModule):
     """Returns (split graph module or None when everything translates, names of the Ember
     submodules, [(op, source, route)] of the nodes left to eager, route being op_table's
@@ -89,7 +97,7 @@ def partition(gm: torch.fx.GraphModule):
         folded = foldable_nodes(gm)
         known = {n: n in folded or translatable(n) for n in gm.graph.nodes if n.op == "call_function"}
     eager = [(op_name(n.target), node_source(n), _route(n)) for n, ok in known.items()
-             if not ok and n.target is not operator.getitem and n.target not in VIEW_OPS]
+             if not ok and n.target is not operator.getitem and n.target not in VIEW_OPS and not host_scalar(n)]
     if all(known.values()):
         return None, [], []
     partitioner = CapabilityBasedPartitioner(gm, _EmberSupport(known), allows_single_node_partition=True)
