@@ -144,6 +144,8 @@ def _bucketize(self, boundaries, *, out_int32=False, right=False):
     the CPU returns indices)."""
     if boundaries.numel() == 0 or self.dtype == torch.bool or boundaries.dtype == torch.bool:
         return NotImplemented
+    if self.dim() == 0:  # one element as a vector: its 0-d positions would index as Python ints (.item())
+        return _bucketize(self.reshape(1), boundaries, out_int32=out_int32, right=right).reshape(())
     from torch._decomp import decomposition_table
 
     return decomposition_table[torch.ops.aten.bucketize.Tensor](self, boundaries, out_int32=out_int32, right=right)
@@ -302,6 +304,12 @@ def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
     if return_counts:
         counts = _group_counts(starts)
     return values, inverse, counts
+
+
+def _unique(self, sorted=True, return_inverse=False):
+    """torch.unique's older overload (index_fill's backward reaches it): _unique2 without counts."""
+    result = _unique2(self, sorted, return_inverse, False)
+    return result if result is NotImplemented else result[:2]
 
 
 def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
@@ -698,7 +706,7 @@ OWN = {
     "multinomial": _multinomial, "exponential_": _exponential_,
     "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
     "bucketize.Tensor": _bucketize, "_transformer_encoder_layer_fwd": _transformer_encoder_layer_fwd,
-    "equal": _equal, "_unique2": _unique2, "unique_consecutive": _unique_consecutive,
+    "equal": _equal, "_unique2": _unique2, "_unique": _unique, "unique_consecutive": _unique_consecutive,
     "nonzero_static": _nonzero_static, "repeat_interleave.Tensor": _repeat_interleave_tensor,
     "normal.Tensor_Tensor": _normal_tensor_tensor, "normal.Tensor_float": _normal_tensor_float,
     "normal.float_Tensor": _normal_float_tensor,
@@ -733,7 +741,7 @@ OWN = {
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.
-EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "put_",
+EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "_unique", "put_",
                         "unique_consecutive", "nonzero_static",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to"})

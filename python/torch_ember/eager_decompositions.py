@@ -92,7 +92,7 @@ OPS = (
     # Ember's own decompositions (OWN, below): ops torch._decomp has none for.
     "masked_scatter_", "bernoulli_.Tensor", "searchsorted.Tensor", "searchsorted.Tensor_out", "multinomial",
     "_cdist_forward", "_cdist_backward", "_transformer_encoder_layer_fwd",
-    "equal", "_unique2", "unique_consecutive", "nonzero_static", "repeat_interleave.Tensor", "normal.Tensor_Tensor",
+    "equal", "_unique2", "_unique", "unique_consecutive", "nonzero_static", "repeat_interleave.Tensor", "normal.Tensor_Tensor",
     "normal.Tensor_float",
     "normal.float_Tensor", "max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input",
     "adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input", "put_", "median", "nanmedian",
@@ -115,7 +115,7 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "index_fill_.int_Tensor", "channel_shuffle", "trace", "unfold_backward",
                         "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar",
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
-                        "signbit.out", "equal", "_unique2", "unique_consecutive", "nonzero_static",
+                        "signbit.out", "equal", "_unique2", "_unique", "unique_consecutive", "nonzero_static",
                         "repeat_interleave.Tensor", "bucketize.Tensor",
                         "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_", "median",
                         "nanmedian", "median.dim", "median.dim_values", "nanmedian.dim", "nanmedian.dim_values",

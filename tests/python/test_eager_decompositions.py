@@ -370,3 +370,25 @@ def test_several_out_tensors(native_only):
     assert torch.equal(mn.cpu(), want.min) and torch.equal(mx.cpu(), want.max)
     with pytest.raises(RuntimeError, match="Expected out tensor to have dtype"):
         torch.aminmax(x.to("ember").bool(), out=(torch.empty((), device="ember"), torch.empty((), device="ember")))
+
+
+def test_old_unique_overload_and_index_fill_backward(native_only):
+    x = torch.tensor([3.0, 1.0, 3.0, float("nan"), 1.0])
+    _same(lambda t: torch._unique(t, return_inverse=True), x)
+    w = torch.randn(4, 3, generator=G)
+    idx = torch.tensor([0, 2, 2])
+    we, wc = w.to("ember").requires_grad_(), w.clone().requires_grad_()
+    we.index_fill(0, idx.to("ember"), 0.5).square().sum().backward()
+    wc.index_fill(0, idx, 0.5).square().sum().backward()
+    torch.testing.assert_close(we.grad.cpu(), wc.grad)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_bucketize_of_a_0d_input(compiled, native_only):
+    f = lambda v, b: torch.bucketize(v, b, right=True)
+    run = torch.compile(f, backend="ember") if compiled else f
+    b = torch.tensor([1, 3, 5, 7, 9])
+    for v in (torch.tensor(5), torch.tensor(0), torch.tensor(10)):
+        got = run(v.to("ember"), b.to("ember"))
+        assert got.shape == () and got.dtype == torch.int64
+        torch.testing.assert_close(got.cpu(), f(v, b))
