@@ -433,6 +433,18 @@ def test_integer_pow_wraps_like_cpu(dtype, native_only):
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
 
 
+def test_bool_sign_and_one_sided_clamps(native_only):
+    a, b = torch.tensor([True, False, True, False]), torch.tensor([True, True, False, False])
+    for f in (torch.sign, torch.sgn, lambda x, y: torch.clamp_min(x, y), lambda x, y: torch.clamp_max(x, y),
+              lambda x, y: torch.sign(x, out=torch.empty(0, dtype=torch.bool, device=x.device)),
+              lambda x, y: x.clone().sign_()):
+        args = (a,) if f in (torch.sign, torch.sgn) else (a, b)
+        want, got = f(*args), f(*[t.to("ember") for t in args])
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        torch.clamp(a.to("ember"), b.to("ember"), b.to("ember"))
+
+
 def test_integer_pow_with_a_negative_scalar_is_refused():
     with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
         torch.tensor([2, 3], device="ember") ** -1

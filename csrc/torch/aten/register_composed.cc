@@ -158,8 +158,10 @@ at::Tensor clamp_tensors(const at::Tensor& self, const std::optional<at::Tensor>
     return r;
 }
 
-bool clamp_tensors_native(const at::Tensor& self, at::ScalarType type, const at::Tensor& out) {
-    return plain_dtype(type) && type != at::kBool && out.is_privateuseone() && !at::isComplexType(self.scalar_type());
+// Bool tensors clamp against one tensor bound only (or / and), as on the CPU, which refuses both.
+bool clamp_tensors_native(const at::Tensor& self, at::ScalarType type, const at::Tensor& out, bool one_bound = false) {
+    return plain_dtype(type) && (type != at::kBool || one_bound) && out.is_privateuseone() &&
+           !at::isComplexType(self.scalar_type());
 }
 
 at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& lo,
@@ -178,7 +180,7 @@ at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Ten
 
 at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& lo, at::Tensor& out) {
     at::ScalarType type = at::result_type(self, lo);
-    if (!clamp_tensors_native(self, type, out) || out.scalar_type() != type)
+    if (!clamp_tensors_native(self, type, out, true) || out.scalar_type() != type)
         return cpu<ATEN_OP2(clamp_min, Tensor_out)>(self, lo, out);
     at::Tensor r = clamp_tensors(self, lo, std::nullopt, type);
     resize_out(out, r.sizes());
@@ -187,7 +189,7 @@ at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& lo, a
 
 at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& hi, at::Tensor& out) {
     at::ScalarType type = at::result_type(self, hi);
-    if (!clamp_tensors_native(self, type, out) || out.scalar_type() != type)
+    if (!clamp_tensors_native(self, type, out, true) || out.scalar_type() != type)
         return cpu<ATEN_OP2(clamp_max, Tensor_out)>(self, hi, out);
     at::Tensor r = clamp_tensors(self, std::nullopt, hi, type);
     resize_out(out, r.sizes());

@@ -82,6 +82,15 @@ EMBER_UNARY_OP(lgamma, UnaryOp::kLgamma, unary_float_op, false)
 EMBER_UNARY_OP(digamma, UnaryOp::kDigamma, unary_float_op, false)
 #undef EMBER_UNARY_OP
 
+// The sign of a bool is the bool itself, as on the CPU.
+at::Tensor sign_any(const at::Tensor& self) { return self.scalar_type() == at::kBool ? self.clone() : sign_fn(self); }
+at::Tensor& sign_any_(at::Tensor& self) { return self.scalar_type() == at::kBool ? self : sign__fn(self); }
+at::Tensor& sign_any_out(const at::Tensor& self, at::Tensor& out) {
+    if (self.scalar_type() != at::kBool || out.scalar_type() != at::kBool) return sign_out(self, out);
+    resize_out(out, self.sizes());
+    return out.copy_(self);
+}
+
 }  // namespace
 
 // register_special.cc: polygamma of order >= 2; false when the call is not served natively.
@@ -172,7 +181,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     EMBER_REGISTER_UNARY(ceil)
     EMBER_REGISTER_UNARY(trunc)
     EMBER_REGISTER_UNARY(round)
-    EMBER_REGISTER_UNARY(sign)
+    m.impl("sign", sign_any);
+    m.impl("sign_", sign_any_);
+    m.impl("sign.out", sign_any_out);
     EMBER_REGISTER_UNARY(tan)
     EMBER_REGISTER_UNARY(asin)
     EMBER_REGISTER_UNARY(acos)
