@@ -374,15 +374,11 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exp
         resize_out(out, prod.sizes());
         return out.copy_(prod);
     }
-    if (!floating && at::isIntegralType(result, /*includeBool=*/false) && exponent.isIntegral(false) &&
-        exponent.toDouble() >= 0) {
-        // Other integer powers by squaring, wrapping as on the CPU (a negative one is its error).
+    // Other integer powers by squaring, wrapping as on the CPU (a negative one is its error).
+    if (!floating && at::isIntegralType(result, false) && exponent.isIntegral(false) && exponent.toDouble() >= 0) {
         check_scalar_fits(exponent, result);
         auto iter = TensorIterator::binary_op(out, self, scalar_tensor(exponent));
-        if (native_compute(iter, true)) {
-            queue_binary(BinaryOp::kPow, iter);
-            return out;
-        }
+        if (native_compute(iter, true)) { queue_binary(BinaryOp::kPow, iter); return out; }
     }
     if (!floating || exponent.isComplex()) {
         return cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(self, exponent, out);
