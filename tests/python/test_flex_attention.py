@@ -1,6 +1,7 @@
 """FlexAttention on ember, eager and compiled, forward and backward: score_mod/mask_mod variants
 researchers write, against a dense float64 reference on the CPU. (PyTorch's CPU path refuses
 the backward; ember runs it.) Compiled graphs run the flex ops as library steps."""
+import copy
 import math
 
 import pytest
@@ -122,8 +123,11 @@ def test_transformers_flex_attention_in_an_eager_model():
     cfg = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                    num_key_value_heads=2, intermediate_size=64, vocab_size=100)
     torch.manual_seed(0)
-    ref = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa").eval()
-    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="flex_attention")
+    # Each model gets its own config: _from_config records the attention implementation on the
+    # config it is given, and a shared one would switch the reference to flex attention too (on
+    # the CPU, Inductor's flex kernel, which is not the reference this test wants).
+    ref = transformers.LlamaForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="sdpa").eval()
+    model = transformers.LlamaForCausalLM._from_config(copy.deepcopy(cfg), attn_implementation="flex_attention")
     model.load_state_dict(ref.state_dict())
     model = model.to("ember").eval()
     ids = torch.randint(0, 100, (2, 8))
