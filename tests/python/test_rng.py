@@ -455,3 +455,72 @@ def test_random_and_uniform_bounds_are_checked_as_on_the_cpu():
     assert r.min().item() >= -100 and r.max().item() < 120
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         torch.rand(1, device="ember").expand(6).bernoulli_(0.3)
+
+
+def test_gamma_samples_match_the_distribution(native_only):
+    # Mean a and variance a of Gamma(a, 1), for alphas below 1 (the boosted branch), at 1 and large.
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        alpha = torch.tensor([0.05, 0.5, 1.0, 3.0, 250.0], dtype=dtype).repeat_interleave(40000).view(5, -1)
+        x = torch._standard_gamma(alpha.to("ember")).cpu()
+        assert x.dtype == dtype and (x > 0).all()
+        a = alpha[:, 0]
+        torch.testing.assert_close(x.mean(1), a, rtol=0.03, atol=0.002)
+        torch.testing.assert_close(x.var(1), a, rtol=0.05, atol=0.002)
+    # A strided alpha, and the same numbers again from the same seed.
+    alpha = torch.rand(6, 8, device="ember").t() + 0.5
+    torch.manual_seed(3)
+    first = torch._standard_gamma(alpha)
+    torch.manual_seed(3)
+    assert torch.equal(first.cpu(), torch._standard_gamma(alpha).cpu())
+    # The CPU's floor (0 and NaN concentrations give the smallest normal number) and inf.
+    edge = torch._standard_gamma(torch.tensor([0.0, float("nan"), 1e-30, float("inf")], device="ember")).cpu()
+    tiny = torch.finfo(torch.float32).tiny
+    assert edge[:3].tolist() == [tiny] * 3 and edge[3].item() == float("inf")
+
+
+def test_gamma_keeps_the_cpus_dtype_refusal():
+    with pytest.raises(RuntimeError, match="not implemented for 'BFloat16'"):
+        torch._standard_gamma(torch.ones(3, dtype=torch.bfloat16, device="ember"))
+
+
+def test_gamma_sample_gradient_is_the_exact_reparameterization(native_only):
+    # d x / d a at a fixed CDF value, against a central difference of the float64 quantile
+    # relation P(a, x) = u solved by Newton's method on the CPU.
+    alpha = torch.tensor([0.05, 0.3, 0.9, 1.0, 2.5, 7.9, 30.0, 500.0], dtype=torch.float64).repeat_interleave(50)
+    torch.manual_seed(1)
+    x = torch._standard_gamma(alpha)
+    got = torch._standard_gamma_grad(alpha.to("ember"), x.to("ember")).cpu()
+
+    def quantile(a, u, x0):
+        x = x0.clone()
+        for _ in range(60):
+            f = torch.special.gammainc(a, x) - u
+            dens = torch.exp((a - 1) * torch.log(x) - x - torch.lgamma(a))
+            x = (x - f / dens).clamp_min(x / 4)
+        return x
+    u = torch.special.gammainc(alpha, x)
+    h = 1e-6 * alpha
+    ref = (quantile(alpha + h, u, x) - quantile(alpha - h, u, x)) / (2 * h)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-12)
+    # Gamma.rsample's backward runs on the device, in float32 too, close to the CPU's formula.
+    conc = torch.tensor([0.4, 2.0, 9.0], requires_grad=True)
+    ce = conc.detach().to("ember").requires_grad_()
+    torch.manual_seed(2)
+    s = torch.distributions.Gamma(ce, 1.0).rsample((4000,))
+    s.sum().backward()
+    cpu_grad = torch._standard_gamma_grad(conc.detach().expand(4000, 3), s.detach().cpu()).sum(0)
+    torch.testing.assert_close(ce.grad.cpu(), cpu_grad, rtol=2e-3, atol=1e-3)
+
+
+def test_dirichlet_and_beta_samples_run_natively(native_only):
+    torch.manual_seed(0)
+    conc = torch.tensor([[0.3, 1.0, 4.0], [1e-4, 1e-4, 1e-4]], dtype=torch.float32)
+    d = torch._sample_dirichlet(conc.to("ember").repeat(5000, 1)).cpu().view(5000, 2, 3)
+    assert d.dtype == torch.float32 and (d > 0).all() and (d < 1).all()
+    torch.testing.assert_close(d.sum(-1), torch.ones(5000, 2), rtol=0, atol=1e-6)
+    torch.testing.assert_close(d[:, 0].mean(0), conc[0] / conc[0].sum(), rtol=0.03, atol=0.005)
+    b = torch.distributions.Beta(torch.tensor(2.0, device="ember"), torch.tensor(5.0, device="ember")).sample((20000,))
+    assert b.device.type == "ember" and abs(b.mean().item() - 2 / 7) < 0.01
+    w = torch.distributions.Dirichlet(torch.ones(4, device="ember", dtype=torch.float64)).sample((3,))
+    assert w.dtype == torch.float64 and torch.allclose(w.sum(-1).cpu(), torch.ones(3, dtype=torch.float64))

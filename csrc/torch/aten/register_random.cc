@@ -1,5 +1,5 @@
 // Random ops on the device's counter-based generator (kernels/random): uniform_, normal_,
-// bernoulli_, random_ (randint), randperm and dropout. Each call reserves its draws from the generator's (seed, offset)
+// bernoulli_, random_ (randint), randperm, dropout, and Gamma and Dirichlet samples. Each call reserves its draws from the generator's (seed, offset)
 // under the generator's lock, then queues the kernel, so seeding reproduces the numbers and
 // get_rng_state/set_rng_state replay them, as on CUDA.
 #include <ATen/ATen.h>
@@ -9,6 +9,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 #include <mutex>
 
@@ -124,6 +125,37 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::
     });
 }
 
+// Gamma(alpha, 1) samples (torch.distributions' Gamma, Beta, Dirichlet, Chi2, StudentT), float32
+// and float64 as on the CPU (which refuses the rest: its error then comes from the fallback).
+at::Tensor standard_gamma(const at::Tensor& alpha, std::optional<at::Generator> generator) {
+    const auto t = alpha.scalar_type();
+    if (t != at::kFloat && t != at::kDouble) return cpu<ATEN_OP(_standard_gamma)>(alpha, generator);
+    at::Tensor out = at::empty(alpha.sizes(), alpha.options());
+    auto rng = reserve(generator, out, kernels::gamma_draws(out.numel()));
+    kernels::TensorView a = view_of(alpha);
+    return queue_random(out, "_standard_gamma", [a, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
+        return kernels::standard_gamma(v, a, rng, p);
+    });
+}
+
+// Dirichlet samples as the CPU draws them: Gamma samples in float64 (so that small
+// concentrations do not underflow to the floor), normalized along the last dim, then rounded to
+// alpha's dtype and kept inside [smallest normal, largest value below 1].
+at::Tensor sample_dirichlet(const at::Tensor& alpha, std::optional<at::Generator> generator) {
+    const auto t = alpha.scalar_type();
+    if ((t != at::kFloat && t != at::kDouble) || alpha.dim() == 0) return cpu<ATEN_OP(_sample_dirichlet)>(alpha, generator);
+    at::Tensor gamma = at::empty(alpha.sizes(), alpha.options().dtype(at::kDouble));
+    auto rng = reserve(generator, gamma, kernels::gamma_draws(gamma.numel()));
+    kernels::TensorView a = view_of(alpha);
+    queue_random(gamma, "_sample_dirichlet", [a, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
+        return kernels::standard_gamma(v, a, rng, p);
+    });
+    at::Tensor out = gamma.div(gamma.sum(-1, true)).to(t);
+    const double below_one = t == at::kFloat ? std::nextafter(1.0f, 0.0f) : std::nextafter(1.0, 0.0);
+    const double tiny = t == at::kFloat ? std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
+    return out.clamp_(tiny, below_one);
+}
+
 // As PyTorch's CPU dropout: mask ~ Bernoulli(1 - p), output = input * mask / (1 - p).
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
     if (!at::isFloatingType(input.scalar_type())) return cpu<ATEN_OP(native_dropout)>(input, p, train);
@@ -161,6 +193,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("randperm.generator_out", randperm_out);
     m.impl("native_dropout", native_dropout);
     m.impl("native_dropout_backward", native_dropout_backward);
+    m.impl("_standard_gamma", standard_gamma);
+    m.impl("_sample_dirichlet", sample_dirichlet);
 }
 
 }  // namespace ember::torch_glue

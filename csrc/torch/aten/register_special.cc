@@ -1,6 +1,7 @@
 // torch.special's long tail on core's special-function kernels (kernels/elementwise/special.h):
 // Bessel functions, erfcx, ndtri, Hurwitz zeta, the incomplete gamma functions and the orthogonal
-// polynomials, each in its functional and out= form (and in-place where ATen has one).
+// polynomials, each in its functional and out= form (and in-place where ATen has one); and the
+// gradient of Gamma samples, which torch.distributions' rsample reaches.
 // TensorIterator does broadcasting, type promotion and the out= checks as for CPU. Where the CPU
 // has no kernel for a dtype (most of these refuse float16/bfloat16), the call goes to the CPU
 // fallback, which raises the CPU's own error; complex does too.
@@ -116,6 +117,17 @@ EMBER_SPECIAL_INPLACE(igamma, SpecialOp::kIgamma)
 EMBER_SPECIAL_INPLACE(igammac, SpecialOp::kIgammac)
 #undef EMBER_SPECIAL_INPLACE
 
+// The reparameterized gradient of Gamma samples (Gamma.rsample's backward): as the CPU's kernel,
+// for one floating dtype and the sample broadcasting to alpha's shape.
+at::Tensor standard_gamma_grad_fn(const at::Tensor& self, const at::Tensor& output) {
+    if (self.scalar_type() != output.scalar_type()) return cpu<ATEN_OP(_standard_gamma_grad)>(self, output);
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    auto iter = TensorIterator::binary_op(out, self, output);
+    if (!special_native(iter, false)) return cpu<ATEN_OP(_standard_gamma_grad)>(self, output);
+    queue_special(SpecialOp::kStandardGammaGrad, iter);
+    return out;
+}
+
 }  // namespace
 
 // polygamma of order >= 2 (register_unary.cc serves orders 0 and 1 with digamma and trigamma).
@@ -165,6 +177,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     EMBER_REGISTER(special_hermite_polynomial_he)
     EMBER_REGISTER(special_laguerre_polynomial_l)
     EMBER_REGISTER(special_legendre_polynomial_p)
+    m.impl("_standard_gamma_grad", TORCH_FN(standard_gamma_grad_fn));
 #undef EMBER_REGISTER
 }
 

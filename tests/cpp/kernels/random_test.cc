@@ -71,4 +71,24 @@ TEST(Random, StridedOutputFollowsLogicalOrder) {
     }
 }
 
+TEST(Random, GammaMomentsAndThreadIndependence) {
+    // Gamma(a, 1) has mean a and variance a; the boosted branch (a < 1) and large a included.
+    runtime::ThreadPool pool(4);
+    for (float a : {0.2f, 1.0f, 40.0f}) {
+        std::vector<float> alpha(100000, a), x(alpha.size()), y(alpha.size());
+        ASSERT_TRUE(standard_gamma(vec(x.data(), x.size()), vec(alpha.data(), alpha.size()), PhiloxState{5, 0}, &pool).ok());
+        ASSERT_TRUE(standard_gamma(vec(y.data(), y.size()), vec(alpha.data(), alpha.size()), PhiloxState{5, 0}, nullptr).ok());
+        EXPECT_EQ(x, y) << "numbers must not depend on the thread split";
+        double s = 0, s2 = 0;
+        for (float v : x) {
+            ASSERT_GT(v, 0.f);
+            s += v;
+        }
+        const double mean = s / static_cast<double>(x.size());
+        for (float v : x) s2 += (v - mean) * (v - mean);
+        EXPECT_NEAR(mean, a, 0.02 * a + 0.002);
+        EXPECT_NEAR(s2 / static_cast<double>(x.size()), a, 0.05 * a + 0.002);
+    }
+}
+
 }  // namespace ember::kernels

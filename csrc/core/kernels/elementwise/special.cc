@@ -51,6 +51,7 @@ double binary_value(SpecialOp op, double a, double b) {
         case SpecialOp::kHermiteHe: return sm::hermite_he(a, b);
         case SpecialOp::kLaguerreL: return sm::laguerre_l(a, b);
         case SpecialOp::kLegendreP: return sm::legendre_p(a, b);
+        case SpecialOp::kStandardGammaGrad: return sm::standard_gamma_grad(a, b);
         default: return 0;
     }
 }
@@ -72,7 +73,7 @@ const char* op_name(SpecialOp op) {
         "special_shifted_chebyshev_polynomial_t", "special_shifted_chebyshev_polynomial_u",
         "special_shifted_chebyshev_polynomial_v", "special_shifted_chebyshev_polynomial_w",
         "special_hermite_polynomial_h", "special_hermite_polynomial_he", "special_laguerre_polynomial_l",
-        "special_legendre_polynomial_p"};
+        "special_legendre_polynomial_p", "_standard_gamma_grad"};
     return names[static_cast<int>(op)];
 }
 

@@ -32,6 +32,7 @@ enum class SpecialOp : int8_t {
     kChebyshevT, kChebyshevU, kChebyshevV, kChebyshevW,
     kShiftedChebyshevT, kShiftedChebyshevU, kShiftedChebyshevV, kShiftedChebyshevW,
     kHermiteH, kHermiteHe, kLaguerreL, kLegendreP,
+    kStandardGammaGrad,        // d x / d alpha of a Gamma(alpha, 1) sample x: (a, b) = (alpha, x)
 };
 
 const char* op_name(SpecialOp op);

@@ -1,6 +1,7 @@
 #include "kernels/random/random.h"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "kernels/dispatch.h"
@@ -109,6 +110,102 @@ Status random_integers(const TensorView& dst, int64_t from, uint64_t range, Phil
         uint64_t r = wide ? (uint64_t{draw(rng, 2 * k)} << 32 | draw(rng, 2 * k + 1)) : draw(rng, k);
         return static_cast<int64_t>(static_cast<uint64_t>(from) + r % range);
     });
+}
+
+namespace {
+
+// Each gamma element owns kGammaBlocks consecutive Philox counters (4 draws each). A sample that
+// needs more (about one element in 10^6 at alpha near 1) goes on with the same counters under a
+// new key per round, so the draws a call reserves never depend on the values.
+constexpr uint64_t kGammaBlocks = 8;
+
+class ElementDraws {
+  public:
+    ElementDraws(const PhiloxState& rng, uint64_t element) : rng_(rng), first_(rng.offset / 4 + element * kGammaBlocks) {}
+    // Uniform in (0, 1] with 53 random bits: the log and the power below stay finite.
+    double unit() {
+        const uint64_t hi = next() >> 5, lo = next() >> 6;  // 27 + 26 bits
+        return (static_cast<double>(hi * 67108864 + lo) + 1.0) * 0x1p-53;
+    }
+    double normal() {  // Box-Muller
+        const double r = std::sqrt(-2.0 * std::log(unit()));
+        return r * std::cos(6.283185307179586 * unit());
+    }
+
+  private:
+    uint32_t next() {
+        if (lane_ == 4) {
+            const uint64_t round = block_ / kGammaBlocks;
+            philox4x32(first_ + block_ % kGammaBlocks, rng_.seed + round * 0x9E3779B97F4A7C15ull, buf_);
+            ++block_;
+            lane_ = 0;
+        }
+        return buf_[lane_++];
+    }
+    const PhiloxState& rng_;
+    uint64_t first_, block_ = 0;
+    uint32_t buf_[4] = {};
+    int lane_ = 4;
+};
+
+double sample_gamma(double alpha, ElementDraws& draws) {
+    if (alpha == 0) return 0;
+    if (!(alpha > 0)) return std::numeric_limits<double>::quiet_NaN();  // negative or NaN
+    if (std::isinf(alpha)) return alpha;
+    double scale = 1;
+    if (alpha < 1) {  // Gamma(a) = Gamma(a + 1) * U^(1/a)
+        scale = std::pow(draws.unit(), 1.0 / alpha);
+        alpha += 1;
+    }
+    const double d = alpha - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+    for (;;) {
+        const double x = draws.normal();
+        double v = 1.0 + c * x;
+        if (v <= 0) continue;
+        v = v * v * v;
+        const double u = draws.unit(), x2 = x * x;
+        if (u < 1.0 - 0.0331 * x2 * x2 || std::log(u) < 0.5 * x2 + d * (1.0 - v + std::log(v))) return scale * d * v;
+    }
+}
+
+int64_t offset_of(const TensorView& t, int64_t i) {
+    int64_t off = 0;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+        off += (i % t.sizes[d]) * t.strides[d];
+        i /= t.sizes[d];
+    }
+    return off;
+}
+
+template <typename T>
+Status fill_gamma(const TensorView& dst, const TensorView& alpha, PhiloxState rng, runtime::ThreadPool* pool) {
+    const int64_t n = dst.numel();
+    EMBER_DISPATCH_REAL(alpha.dtype, {
+        auto body = [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+                ElementDraws draws(rng, static_cast<uint64_t>(i));
+                const double a = detail::as_double(static_cast<const scalar_t*>(alpha.data)[offset_of(alpha, i)]);
+                const T sample = static_cast<T>(sample_gamma(a, draws));
+                // The CPU's floor, which also turns a NaN sample into the smallest normal number.
+                static_cast<T*>(dst.data)[offset_of(dst, i)] = std::max(std::numeric_limits<T>::min(), sample);
+            }
+        };
+        if (pool) pool->parallel_for(n, runtime::kParallelGrain / 64, body);
+        else body(0, n);
+    });
+    return Status();
+}
+
+}  // namespace
+
+uint64_t gamma_draws(int64_t numel) { return static_cast<uint64_t>(numel) * kGammaBlocks * 4; }
+
+Status standard_gamma(const TensorView& dst, const TensorView& alpha, PhiloxState rng, runtime::ThreadPool* pool) {
+    if (dst.numel() != alpha.numel() || dst.ndim != alpha.ndim) return invalid_argument("standard_gamma: alpha and the output differ in shape");
+    if (is_complex(alpha.dtype)) return unimplemented("standard_gamma of a complex alpha");
+    if (dst.dtype == DType::kFloat32) return fill_gamma<float>(dst, alpha, rng, pool);
+    if (dst.dtype == DType::kFloat64) return fill_gamma<double>(dst, alpha, rng, pool);
+    return unimplemented("standard_gamma: float32 and float64 outputs only");
 }
 
 Status randperm(const TensorView& dst, PhiloxState rng) {

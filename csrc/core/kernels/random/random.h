@@ -35,6 +35,15 @@ uint64_t integer_draws(int64_t numel, uint64_t range);
 Status random_integers(const TensorView& dst, int64_t from, uint64_t range, PhiloxState rng,
                        runtime::ThreadPool* pool);
 
+// dst = a Gamma(alpha, 1) sample per element (float32 or float64; alpha of any real dtype, same
+// sizes, any strides), by Marsaglia and Tsang's rejection method, with alpha < 1 boosted to
+// alpha + 1 and scaled by U^(1/alpha). Each element draws from its own block of gamma_draws()/numel
+// numbers; the rare element that needs more continues under another key, so the count per call
+// stays fixed. As on the CPU, a result is at least the dtype's smallest normal number (0 and NaN
+// samples included): alpha = 0 gives that, and alpha = inf gives inf.
+uint64_t gamma_draws(int64_t numel);
+Status standard_gamma(const TensorView& dst, const TensorView& alpha, PhiloxState rng, runtime::ThreadPool* pool);
+
 // dst (1-d int64 of length n) = a uniformly random permutation of 0..n-1 by Fisher-Yates on the
 // generator's draws (uniform_draws(n) of them); serial, as the shuffle is.
 Status randperm(const TensorView& dst, PhiloxState rng);

@@ -34,6 +34,7 @@ double zeta(double x, double q);        // Hurwitz zeta sum_k (k+q)^-x (torch.sp
 double polygamma(int64_t n, double x);  // n-th derivative of digamma, n >= 0 (torch.polygamma; n=0 digamma, n=1 trigamma)
 double igamma(double a, double x);      // regularized lower incomplete gamma P(a, x) (torch.igamma / torch.special.gammainc)
 double igammac(double a, double x);     // regularized upper incomplete gamma Q(a, x) (torch.igammac / torch.special.gammaincc)
+double standard_gamma_grad(double a, double x);  // d x / d a for a Gamma(a, 1) sample x (torch._standard_gamma_grad)
 
 // ---- orthogonal polynomials; n is a floating degree that PyTorch truncates
 // to int64 (NaN / out of range / negative -> 0) ------------------------------
