@@ -4,17 +4,38 @@
 //  - kernels::gemm: MKL for float32, oneDNN with AMX/AVX-512 for bfloat16 and float16. Chosen by
 //    measurement against torch.mm (bench/matmul.py).
 //  - kernels::conv: oneDNN convolution, forward and backward.
+//  - kernels lapack (Cholesky, LU and their solves): the LAPACK routines libtorch exports (MKL's).
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 
+#include <limits>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "context.h"
 #include "kernels/conv/conv.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/linalg/lapack.h"
 
 // OpenMP's per-thread team size (the OpenMP runtime libtorch loads), which MKL and oneDNN follow.
 extern "C" void omp_set_num_threads(int n);
+
+// LAPACK's Fortran entry points, as libtorch exports them (LP64: 32-bit integers).
+extern "C" {
+void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
+void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda, float* b, const int* ldb,
+             int* info);
+void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b,
+             const int* ldb, int* info);
+void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
+void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda, const int* ipiv,
+             float* b, const int* ldb, int* info);
+void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv,
+             double* b, const int* ldb, int* info);
+}
 
 namespace ember::torch_glue {
 namespace {
@@ -122,10 +143,80 @@ Status libtorch_conv_backward(const kernels::ConvBackwardArgs& a) {
     return Status();
 }
 
+// LAPACK through 32-bit sizes; one call per matrix, single-threaded like the GEMMs (core splits
+// batches over the pool), except one large matrix, which gets a team.
+std::optional<Status> lapack_sizes(std::initializer_list<int64_t> sizes) {
+    for (int64_t s : sizes) {
+        if (s > std::numeric_limits<int>::max()) return unimplemented("lapack: a dimension above 2^31 - 1");
+    }
+    return std::nullopt;
+}
+
+void lapack_team(int64_t n) { set_team(n < 512 ? 1 : static_cast<int>(std::thread::hardware_concurrency())); }
+
+Status argument_error(const char* routine, int info) {
+    return internal_error(std::string(routine) + ": argument " + std::to_string(-info) + " is invalid");
+}
+
+Status lapack_potrf(kernels::DType t, bool upper, int64_t n, void* a, int64_t lda, int32_t* info) {
+    if (auto e = lapack_sizes({n, lda})) return *e;
+    lapack_team(n);
+    const char uplo = upper ? 'U' : 'L';
+    const int n32 = static_cast<int>(n), lda32 = static_cast<int>(lda);
+    if (t == kernels::DType::kFloat32) spotrf_(&uplo, &n32, static_cast<float*>(a), &lda32, info);
+    else dpotrf_(&uplo, &n32, static_cast<double*>(a), &lda32, info);
+    return *info < 0 ? argument_error("potrf", *info) : Status();
+}
+
+Status lapack_potrs(kernels::DType t, bool upper, int64_t n, int64_t nrhs, const void* a, int64_t lda, void* b,
+                    int64_t ldb) {
+    if (auto e = lapack_sizes({n, nrhs, lda, ldb})) return *e;
+    lapack_team(n);
+    const char uplo = upper ? 'U' : 'L';
+    const int n32 = static_cast<int>(n), k32 = static_cast<int>(nrhs), lda32 = static_cast<int>(lda),
+              ldb32 = static_cast<int>(ldb);
+    int info = 0;
+    if (t == kernels::DType::kFloat32)
+        spotrs_(&uplo, &n32, &k32, static_cast<const float*>(a), &lda32, static_cast<float*>(b), &ldb32, &info);
+    else dpotrs_(&uplo, &n32, &k32, static_cast<const double*>(a), &lda32, static_cast<double*>(b), &ldb32, &info);
+    return info < 0 ? argument_error("potrs", info) : Status();
+}
+
+Status lapack_getrf(kernels::DType t, int64_t m, int64_t n, void* a, int64_t lda, int32_t* pivots, int32_t* info) {
+    if (auto e = lapack_sizes({m, n, lda})) return *e;
+    lapack_team(std::max(m, n));
+    const int m32 = static_cast<int>(m), n32 = static_cast<int>(n), lda32 = static_cast<int>(lda);
+    if (t == kernels::DType::kFloat32) sgetrf_(&m32, &n32, static_cast<float*>(a), &lda32, pivots, info);
+    else dgetrf_(&m32, &n32, static_cast<double*>(a), &lda32, pivots, info);
+    return *info < 0 ? argument_error("getrf", *info) : Status();
+}
+
+Status lapack_getrs(kernels::DType t, bool transpose, int64_t n, int64_t nrhs, const void* a, int64_t lda,
+                    const int32_t* pivots, void* b, int64_t ldb) {
+    if (auto e = lapack_sizes({n, nrhs, lda, ldb})) return *e;
+    lapack_team(n);
+    const char trans = transpose ? 'T' : 'N';
+    const int n32 = static_cast<int>(n), k32 = static_cast<int>(nrhs), lda32 = static_cast<int>(lda),
+              ldb32 = static_cast<int>(ldb);
+    int info = 0;
+    if (t == kernels::DType::kFloat32)
+        sgetrs_(&trans, &n32, &k32, static_cast<const float*>(a), &lda32, pivots, static_cast<float*>(b), &ldb32, &info);
+    else
+        dgetrs_(&trans, &n32, &k32, static_cast<const double*>(a), &lda32, pivots, static_cast<double*>(b), &ldb32,
+                &info);
+    return info < 0 ? argument_error("getrs", info) : Status();
+}
+
 struct Registrar {
     Registrar() {
         kernels::set_gemm_provider(&libtorch_gemm, "libtorch (MKL / oneDNN)");
         kernels::set_conv_provider(&libtorch_conv, &libtorch_conv_backward, "libtorch (oneDNN)");
+        kernels::LapackProvider lapack;
+        lapack.potrf = &lapack_potrf;
+        lapack.potrs = &lapack_potrs;
+        lapack.getrf = &lapack_getrf;
+        lapack.getrs = &lapack_getrs;
+        kernels::set_lapack_provider(lapack, "libtorch (MKL LAPACK)");
     }
 } g_registrar;
 

@@ -153,3 +153,64 @@ def test_lapack_in_a_compiled_training_step(native_only):
     got.backward()
     torch.testing.assert_close(ae.grad.cpu(), ac.grad, rtol=1e-3, atol=1e-4)
     torch.testing.assert_close(be.grad.cpu(), bc.grad, rtol=1e-3, atol=1e-4)
+
+
+# ---- Cholesky and LU on core's LAPACK driver (register_linalg.cc) --------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [False, True])
+@pytest.mark.parametrize("lu_batch,b_batch", [((3,), (3,)), ((), (2, 3)), ((2, 1), (1, 4))])
+def test_lu_solve_matches_cpu(dtype, left, adjoint, lu_batch, b_batch, native_only):
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(*lu_batch, 4, 4, generator=g, dtype=dtype) + 3 * torch.eye(4, dtype=dtype)
+    b = torch.randn(*b_batch, *((4, 2) if left else (2, 4)), generator=g, dtype=dtype)
+    lu, piv = torch.linalg.lu_factor(a)
+    lue, pive = torch.linalg.lu_factor(a.to("ember"))
+    torch.testing.assert_close(pive.cpu(), piv)
+    want = torch.linalg.lu_solve(lu, piv, b, left=left, adjoint=adjoint)
+    be = b.to("ember").requires_grad_()
+    got = torch.linalg.lu_solve(lue, pive, be, left=left, adjoint=adjoint)
+    assert got.stride() == want.stride()
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else {}
+    torch.testing.assert_close(got.detach().cpu(), want, **tol)
+    bc = b.clone().requires_grad_()
+    torch.linalg.lu_solve(lu, piv, bc, left=left, adjoint=adjoint).sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(be.grad.cpu(), bc.grad, **tol)
+
+
+def test_factorizations_are_queued_and_can_be_captured(native_only):
+    # Queued on the stream like any kernel (a library op waits for the stream, and so cannot be
+    # captured): a captured graph of factorizations and solves replays on new values.
+    g = torch.Generator().manual_seed(6)
+    s, b = _spd(g, batch=4, n=6), torch.randn(4, 6, 3, generator=g, dtype=torch.float64)
+    se, bed = s.to("ember"), b.to("ember")
+    graph = torch.ember.EmberGraph()
+    with torch.ember.graph(graph):
+        L, info = torch.linalg.cholesky_ex(se)
+        x1 = torch.cholesky_solve(bed, L)
+        lu, piv, _ = torch.linalg.lu_factor_ex(se)
+        x2 = torch.linalg.lu_solve(lu, piv, bed)
+    s2, b2 = _spd(g, batch=4, n=6), torch.randn(4, 6, 3, generator=g, dtype=torch.float64)
+    se.copy_(s2)
+    bed.copy_(b2)
+    graph.replay()
+    want = torch.linalg.solve(s2, b2)
+    torch.testing.assert_close(L.cpu(), torch.linalg.cholesky(s2))
+    assert (info.cpu() == 0).all()
+    torch.testing.assert_close(x1.cpu(), want)
+    torch.testing.assert_close(x2.cpu(), want)
+
+
+def test_cholesky_info_names_the_failing_minor_per_matrix(native_only):
+    s = _spd(torch.Generator().manual_seed(7), batch=3, n=4)
+    s[1, 2, 2] = -100.0  # the third leading minor of the second matrix is not positive
+    L, info = torch.linalg.cholesky_ex(s.to("ember"))
+    Lc, infoc = torch.linalg.cholesky_ex(s)
+    assert info.cpu().tolist() == infoc.tolist() == [0, 3, 0]
+    torch.testing.assert_close(L.cpu()[[0, 2]], Lc[[0, 2]])
+    with pytest.raises(torch.linalg.LinAlgError, match=r"Batch element 1\).*order 3 is not positive-definite"):
+        torch.linalg.cholesky(s.to("ember"))
+    empty = torch.linalg.cholesky_ex(torch.zeros(2, 0, 0, device="ember"))
+    assert empty.L.shape == (2, 0, 0) and empty.info.cpu().tolist() == [0, 0]

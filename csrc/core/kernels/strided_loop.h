@@ -1,10 +1,11 @@
-// The loop that copy and fill share: walks one or two strided tensors of the same shape,
-// innermost dimension last, after merging dimensions that are contiguous in both. Internal to
-// kernels/.
+// The loop that copy and fill share: walks one or two strided tensors of the same shape in the
+// first one's memory order, innermost dimension last, after merging dimensions that are
+// contiguous in both. Internal to kernels/.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/tensor_view.h"
 #include "runtime/thread_pool.h"
@@ -27,8 +28,37 @@ struct Loop {
 inline Loop make_loop(const TensorView* const* ops, int nops) {
     Loop loop;
     const TensorView& first = *ops[0];
+    // Walk the dims in the first operand's memory order (largest stride outermost, the second
+    // operand's strides breaking ties), as TensorIterator does: copying a batch of column-major
+    // matrices, or any layout both operands share, is then one contiguous run instead of a
+    // stride-n walk. Copy and fill write each element once, so the order is free.
+    int order[kMaxDims];
+    int nd = 0;
     for (int d = 0; d < first.ndim; ++d) {
-        if (first.sizes[d] == 1) continue;  // size-1 dims never move the pointer
+        if (first.sizes[d] != 1) order[nd++] = d;  // size-1 dims never move the pointer
+    }
+    // Operands that share memory (an overlapping self-copy, which the CPU allows when it cannot
+    // prove the overlap partial) keep the logical order, whose element-by-element result is the CPU's.
+    auto span = [](const TensorView& t) {
+        const char* lo = static_cast<const char*>(t.data);
+        int64_t extent = 0;
+        for (int d = 0; d < t.ndim; ++d) extent += (t.sizes[d] - 1) * t.strides[d];
+        return std::pair<const char*, const char*>(lo, lo + (extent + 1) * element_size(t.dtype));
+    };
+    bool shared = false;
+    for (int k = 1; k < nops; ++k) {
+        auto [a0, a1] = span(first);
+        auto [b0, b1] = span(*ops[k]);
+        shared = shared || (a0 < b1 && b0 < a1);
+    }
+    if (!shared) std::stable_sort(order, order + nd, [&](int a, int b) {
+        for (int k = 0; k < nops; ++k) {
+            if (ops[k]->strides[a] != ops[k]->strides[b]) return ops[k]->strides[a] > ops[k]->strides[b];
+        }
+        return false;
+    });
+    for (int i = 0; i < nd; ++i) {
+        const int d = order[i];
         int64_t st[2];
         for (int k = 0; k < nops; ++k) st[k] = ops[k]->strides[d] * element_size(ops[k]->dtype);
         int n = loop.ndim;

@@ -19,7 +19,9 @@ torch::CppFunction library() { return torch::CppFunction::makeFromBoxedFunction<
 
 }  // namespace
 
-// Every overload (functional and out=) that has a CPU kernel in libtorch's LAPACK or FFT code.
+// Every overload (functional and out=) that has a CPU kernel in libtorch's LAPACK or FFT code,
+// except the functional Cholesky and LU factorizations and solves, which have native kernels
+// (register_linalg.cc) that hand the calls they do not serve to this route.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     // FFT
     m.impl("_fft_r2c", library());
@@ -29,17 +31,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_fft_c2r", library());
     m.impl("_fft_c2r.out", library());
     // Cholesky
-    m.impl("linalg_cholesky_ex", library());
     m.impl("linalg_cholesky_ex.L", library());
     m.impl("cholesky", library());
     m.impl("cholesky.out", library());
     m.impl("cholesky_inverse", library());
     m.impl("cholesky_inverse.out", library());
-    m.impl("_cholesky_solve_helper", library());
     // LU
-    m.impl("linalg_lu_factor_ex", library());
     m.impl("linalg_lu_factor_ex.out", library());
-    m.impl("linalg_lu_solve", library());
     m.impl("linalg_lu_solve.out", library());
     m.impl("lu_unpack", library());
     m.impl("lu_unpack.out", library());
