@@ -7,8 +7,14 @@
 // factors reach the subnormal results; -inf gives exactly 0 and +inf gives inf.
 // tanh: Cephes' tanhf, an odd polynomial for |x| < 0.625 (no cancellation near 0), else
 // 1 - 2 / (exp(2|x|) + 1) with the sign restored.
+// erf: x (1 + p(x^2)) for |x| < 1, else 1 - exp(-x^2) q(1/|x|), with p (degree 7) and q (degree
+// 10) least-squares fits to erf(x)/x and erfc(x) exp(x^2) weighted by the error they cause;
+// within 1.1 ulp of the exact value over every float (measured against double erf).
+// Each has a double overload that is <cmath>'s, so kernels written once for float and double
+// call vmath:: for both.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/dtype.h"
@@ -55,5 +61,38 @@ EMBER_VMATH_INLINE float tanh(float x) {
     // tanh(-0) is -0 as on the CPU.
     return a < 0.625f ? __builtin_copysignf(small, x) : (x != x ? x : large);
 }
+
+EMBER_VMATH_INLINE float erf(float x) {
+    const float a = x < 0.f ? -x : x;
+    const float z = a * a;
+    float p = -9.7700912075e-06f;  // erf(a) / a - 1 in z = a^2
+    p = p * z + 1.1299808646e-04f;
+    p = p * z - 8.4884223275e-04f;
+    p = p * z + 5.2213059751e-03f;
+    p = p * z - 2.6865518806e-02f;
+    p = p * z + 1.1283783828e-01f;
+    p = p * z - 3.7612638543e-01f;
+    p = p * z + 1.2837916707e-01f;
+    const float small = a * p + a;
+    const float u = 1.f / (a < 1.f ? 1.f : a);
+    float q = -1.1935739836e-02f;  // erfc(a) exp(a^2) in u = 1/a
+    q = q * u + 8.9472206510e-02f;
+    q = q * u - 2.9178843422e-01f;
+    q = q * u + 5.2541430499e-01f;
+    q = q * u - 5.1631597565e-01f;
+    q = q * u + 1.3503115925e-01f;
+    q = q * u + 3.2793199556e-01f;
+    q = q * u - 4.2476017331e-01f;
+    q = q * u + 3.4760296641e-02f;
+    q = q * u + 5.5949888764e-01f;
+    q = q * u + 2.7504854754e-04f;
+    const float large = 1.f - vmath::exp(-z) * q;
+    const float r = a < 1.f ? small : (a < 3.95f ? large : 1.f);
+    return x != x ? x : __builtin_copysignf(r, x);
+}
+
+inline double exp(double x) { return std::exp(x); }
+inline double tanh(double x) { return std::tanh(x); }
+inline double erf(double x) { return std::erf(x); }
 
 }  // namespace ember::kernels::vmath

@@ -12,14 +12,14 @@ namespace {
 // Activation backwards with PyTorch's CPU formulas (gelu: aten/src/ATen/native/cpu/Activation.cpp).
 template <typename T>
 inline T gelu_backward(T g, T x) {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-    const T pdf = std::exp(T(-0.5) * x * x) * T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    const T cdf = T(0.5) * (T(1) + vmath::erf(x * T(M_SQRT1_2)));
+    const T pdf = vmath::exp(T(-0.5) * x * x) * T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
     return g * (cdf + x * pdf);
 }
 template <typename T>
 inline T gelu_tanh_backward(T g, T x) {
     const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
-    const T x2 = x * x, inner = beta * (x + kappa * x2 * x), t = std::tanh(inner);
+    const T x2 = x * x, inner = beta * (x + kappa * x2 * x), t = vmath::tanh(inner);
     const T left = T(0.5) * x, right = T(1) + t;
     const T dleft = T(0.5) * right, dright = left * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * x2);
     return g * (dleft + dright);
@@ -27,17 +27,15 @@ inline T gelu_tanh_backward(T g, T x) {
 template <typename T>
 inline T softplus_backward(T g, T x) {
     if (x > T(20)) return g;
-    const T z = std::exp(x);
+    const T z = vmath::exp(x);
     return g * z / (z + T(1));
 }
 
 // silu's backward, PyTorch's formula: g * s * (1 + x * (1 - s)) with s = sigmoid(x). The float
 // exp is the vectorizable one, so the loop stays in SIMD lanes.
-inline float sig_exp(float x) { return vmath::exp(x); }
-inline double sig_exp(double x) { return std::exp(x); }
 template <typename T>
 inline T silu_backward(T g, T x) {
-    const T s = T(1) / (T(1) + sig_exp(-x));
+    const T s = T(1) / (T(1) + vmath::exp(-x));
     return g * s * (T(1) + x * (T(1) - s));
 }
 
@@ -253,10 +251,11 @@ void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
         }
         // Operands already in the compute type are used in place; the rest go through blocks.
         alignas(64) C a[detail::kBlock], b[detail::kBlock], out[detail::kBlock];
+        detail::RowInput<C> ra(a, p[1], s[1], loop.dtype[1]), rb(b, p[2], s[2], loop.dtype[2]);
         for (int64_t j = 0; j < n; j += detail::kBlock) {
             int64_t m = std::min(detail::kBlock, n - j);
-            const C* pa = detail::input_block(a, p[1] + j * s[1], s[1], loop.dtype[1], m);
-            const C* pb = detail::input_block(b, p[2] + j * s[2], s[2], loop.dtype[2], m);
+            const C* pa = ra.block(j, m);
+            const C* pb = rb.block(j, m);
             C* po = detail::output_block(out, p[0] + j * s[0], s[0], loop.dtype[0]);
             compute(po, pa, pb, m);
             detail::flush_block(po, out, p[0] + j * s[0], s[0], loop.dtype[0], m);

@@ -69,6 +69,27 @@ const C* input_block(C* buf, const char* p, int64_t stride, DType dt, int64_t n)
     return buf;
 }
 
+// One input operand along a row, block by block. A broadcast input (stride 0: a Python number, a
+// per-row scale) is converted into its buffer once, at the first block, and reused by the rest.
+template <typename C>
+class RowInput {
+  public:
+    RowInput(C* buf, const char* p, int64_t stride, DType dt) : buf_(buf), p_(p), stride_(stride), dt_(dt) {}
+    const C* block(int64_t j, int64_t m) {
+        if (stride_ != 0) return input_block(buf_, p_ + j * stride_, stride_, dt_, m);
+        if (!filled_) load_block(buf_, p_, 0, dt_, kBlock);
+        filled_ = true;
+        return buf_;
+    }
+
+  private:
+    C* buf_;
+    const char* p_;
+    int64_t stride_;
+    DType dt_;
+    bool filled_ = false;
+};
+
 // Where the compute loop writes a block of the output: the tensor memory when it holds C
 // contiguously, else `buf`, which flush_block then stores.
 template <typename C>

@@ -47,11 +47,13 @@ void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
             return;
         }
         alignas(64) C a[detail::kBlock], b[detail::kBlock], c[detail::kBlock], out[detail::kBlock];
+        detail::RowInput<C> ra(a, p[1], s[1], loop.dtype[1]), rb(b, p[2], s[2], loop.dtype[2]),
+            rc(c, p[3], s[3], loop.dtype[3]);
         for (int64_t j = 0; j < n; j += detail::kBlock) {
             int64_t m = std::min(detail::kBlock, n - j);
-            const C* pa = detail::input_block(a, p[1] + j * s[1], s[1], loop.dtype[1], m);
-            const C* pb = detail::input_block(b, p[2] + j * s[2], s[2], loop.dtype[2], m);
-            const C* pc = detail::input_block(c, p[3] + j * s[3], s[3], loop.dtype[3], m);
+            const C* pa = ra.block(j, m);
+            const C* pb = rb.block(j, m);
+            const C* pc = rc.block(j, m);
             C* po = detail::output_block(out, p[0] + j * s[0], s[0], loop.dtype[0]);
             compute(po, pa, pb, pc, m);
             detail::flush_block(po, out, p[0] + j * s[0], s[0], loop.dtype[0], m);

@@ -9,15 +9,15 @@
 namespace ember::kernels {
 namespace {
 
-// exp and tanh: the vectorizable float versions, <cmath> for double.
-inline float ex(float x) { return vmath::exp(x); }
-inline double ex(double x) { return std::exp(x); }
-inline float th(float x) { return vmath::tanh(x); }
-inline double th(double x) { return std::tanh(x); }
+// exp and tanh: the vectorizable float versions, <cmath> for double (vec_math.h).
+template <typename T>
+inline T ex(T x) { return vmath::exp(x); }
+template <typename T>
+inline T th(T x) { return vmath::tanh(x); }
 
 // The constants PyTorch's CPU kernels use, so results round the same way.
 template <typename T>
-inline T gelu(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); }
+inline T gelu(T x) { return T(0.5) * x * (T(1) + vmath::erf(x * T(M_SQRT1_2))); }
 template <typename T>
 inline T gelu_tanh(T x) {
     const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
@@ -124,7 +124,7 @@ inline T trigamma(T x) {
         case UnaryOp::kRelu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i]; break; \
         case UnaryOp::kSin: for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]); break; \
         case UnaryOp::kCos: for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]); break; \
-        case UnaryOp::kErf: for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]); break; \
+        case UnaryOp::kErf: for (int64_t i = 0; i < n; ++i) y[i] = vmath::erf(x[i]); break; \
         case UnaryOp::kLog1p: for (int64_t i = 0; i < n; ++i) y[i] = std::log1p(x[i]); break; \
         case UnaryOp::kExpm1: for (int64_t i = 0; i < n; ++i) y[i] = std::expm1(x[i]); break; \
         case UnaryOp::kGelu: for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]); break; \
@@ -184,8 +184,22 @@ bool integer_op(UnaryOp op) {
     }
 }
 
+// How many elements of a plain arithmetic op one element of `op` costs, roughly: transcendental
+// ops (a polynomial, a division, an exp) are split over the pool at a quarter of the size, so a
+// 64K-element GELU or sigmoid uses every thread, as the CPU's kernels do.
+int64_t cost_weight(UnaryOp op) {
+    switch (op) {
+        case UnaryOp::kNeg: case UnaryOp::kAbs: case UnaryOp::kRelu: case UnaryOp::kFloor:
+        case UnaryOp::kCeil: case UnaryOp::kTrunc: case UnaryOp::kRound: case UnaryOp::kSign:
+        case UnaryOp::kBitwiseNot: case UnaryOp::kReciprocal: case UnaryOp::kSqrt: case UnaryOp::kRsqrt:
+            return 1;
+        default:
+            return 4;
+    }
+}
+
 template <typename C, typename F>
-void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
+void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute, int64_t weight = 1) {
     detail::for_each_row(loop, pool, [&](char** p, const int64_t* s, int64_t n) {
         if (detail::direct_row<C>(loop, s)) {
             compute(reinterpret_cast<C*>(p[0]), reinterpret_cast<const C*>(p[1]), n);
@@ -199,7 +213,7 @@ void run(const ElementwiseLoop& loop, runtime::ThreadPool* pool, F compute) {
             compute(po, px, m);
             detail::flush_block(po, out, p[0] + j * s[0], s[0], loop.dtype[0], m);
         }
-    });
+    }, weight);
 }
 
 }  // namespace
@@ -227,11 +241,12 @@ Status unary(UnaryOp op, const ElementwiseLoop& loop, DType compute, runtime::Th
     switch (compute) {
         case DType::kFloat32: case DType::kBFloat16: case DType::kFloat16:
             if (op == UnaryOp::kBitwiseNot) return invalid_argument("bitwise_not needs an integer or bool tensor");
-            run<float>(loop, pool, [op](float* y, const float* x, int64_t n) { unary_f32(op, y, x, n); });
+            run<float>(loop, pool, [op](float* y, const float* x, int64_t n) { unary_f32(op, y, x, n); }, cost_weight(op));
             return Status();
         case DType::kFloat64:
             if (op == UnaryOp::kBitwiseNot) return invalid_argument("bitwise_not needs an integer or bool tensor");
-            run<double>(loop, pool, [op](double* y, const double* x, int64_t n) { unary_f64(op, y, x, n); });
+            run<double>(loop, pool, [op](double* y, const double* x, int64_t n) { unary_f64(op, y, x, n); },
+                        cost_weight(op));
             return Status();
         case DType::kComplex64: case DType::kComplex128:
             return unimplemented(std::string(op_name(op)) + " for complex tensors");
