@@ -29,6 +29,8 @@ void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, co
              int* info);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b,
              const int* ldb, int* info);
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
+            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
 void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
 void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
 void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda, const int* ipiv,
@@ -207,10 +209,23 @@ Status lapack_getrs(kernels::DType t, bool transpose, int64_t n, int64_t nrhs, c
     return info < 0 ? argument_error("getrs", info) : Status();
 }
 
+// Row-major C = op(A) B is column-major C^T = B^T op(A)^T: BLAS sees B as an n x k matrix and A
+// (or, transposed, the k x m array it is given as) as the right operand.
+void blas_block_sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+    set_team(1);
+    const int m32 = static_cast<int>(m), n32 = static_cast<int>(n), k32 = static_cast<int>(k);
+    const int lda32 = static_cast<int>(lda), ldb32 = static_cast<int>(ldb), ldc32 = static_cast<int>(ldc);
+    const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+    const char nt = 'N', ta = trans_a ? 'T' : 'N';
+    sgemm_(&nt, &ta, &n32, &m32, &k32, &one, b, &ldb32, a, &lda32, &beta, c, &ldc32);
+}
+
 struct Registrar {
     Registrar() {
         kernels::set_gemm_provider(&libtorch_gemm, "libtorch (MKL / oneDNN)");
         kernels::set_conv_provider(&libtorch_conv, &libtorch_conv_backward, "libtorch (oneDNN)");
+        kernels::set_block_sgemm(&blas_block_sgemm);
         kernels::LapackProvider lapack;
         lapack.potrf = &lapack_potrf;
         lapack.potrs = &lapack_potrs;

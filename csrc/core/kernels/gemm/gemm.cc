@@ -68,6 +68,13 @@ Status integer_gemm(const GemmArgs& args) {
 GemmProvider runner(DType t) { return integer_dtype(t) ? integer_gemm : g_provider; }
 }  // namespace
 
+namespace {
+BlockSgemm g_block_sgemm = nullptr;
+}  // namespace
+
+void set_block_sgemm(BlockSgemm fn) { g_block_sgemm = fn; }
+BlockSgemm block_sgemm() { return g_block_sgemm; }
+
 void set_gemm_provider(GemmProvider provider, const char* name) {
     g_provider = provider;
     g_provider_name = name;
