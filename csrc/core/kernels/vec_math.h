@@ -7,6 +7,7 @@
 // factors reach the subnormal results; -inf gives exactly 0 and +inf gives inf.
 // tanh: Cephes' tanhf, an odd polynomial for |x| < 0.625 (no cancellation near 0), else
 // 1 - 2 / (exp(2|x|) + 1) with the sign restored.
+// log, log1p: see below.
 // erf: x (1 + p(x^2)) for |x| < 1, else 1 - exp(-x^2) q(1/|x|), with p (degree 7) and q (degree
 // 10) least-squares fits to erf(x)/x and erfc(x) exp(x^2) weighted by the error they cause;
 // within 1.1 ulp of the exact value over every float (measured against double erf).
@@ -91,7 +92,41 @@ EMBER_VMATH_INLINE float erf(float x) {
     return x != x ? x : __builtin_copysignf(r, x);
 }
 
+EMBER_VMATH_INLINE float log(float x) {
+    // x = 2^e m with m in [sqrt(1/2), sqrt(2)) (subnormals scaled into the normal range first);
+    // log(m) = f - (f^2/2 - s (f^2/2 + R(s^2))) with f = m - 1, exact, and s = f / (2 + f):
+    // the atanh series, arranged so that its big terms cancel exactly (within 0.94 ulp).
+    const bool tiny = x < 1.17549435e-38f;
+    const uint32_t bits = float_to_bits(tiny ? x * 8388608.f : x);
+    const int32_t e = static_cast<int32_t>((bits - 0x3f3504f3u) & 0xff800000u) >> 23;
+    const float f = bits_to_float(bits - (static_cast<uint32_t>(e) << 23)) - 1.f;
+    const float s = f / (2.f + f);
+    const float z = s * s;
+    float R = 2.f / 11.f;
+    R = R * z + 2.f / 9.f;
+    R = R * z + 2.f / 7.f;
+    R = R * z + 2.f / 5.f;
+    R = R * z + 2.f / 3.f;
+    R = R * z;
+    const float hfsq = 0.5f * f * f;
+    const float logm = f - (hfsq - s * (hfsq + R));
+    const float k = static_cast<float>(e) - (tiny ? 23.f : 0.f);
+    float r = k * 0.693359375f + (logm + k * -2.12194440e-4f);
+    r = x > 0.f ? r : (x == 0.f ? -__builtin_inff() : __builtin_nanf(""));
+    r = x == __builtin_inff() ? x : r;
+    return x != x ? x : r;
+}
+
+// log1p: log(1 + x) corrected for the rounding of 1 + x (within 1.5 ulp).
+EMBER_VMATH_INLINE float log1p(float x) {
+    const float u = 1.f + x;
+    const float r = vmath::log(u) - ((u - 1.f) - x) / u;
+    return u == 1.f ? x : (u == 0.f || u == __builtin_inff() ? vmath::log(u) : r);
+}
+
 inline double exp(double x) { return std::exp(x); }
+inline double log(double x) { return std::log(x); }
+inline double log1p(double x) { return std::log1p(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
 

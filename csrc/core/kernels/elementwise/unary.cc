@@ -24,7 +24,7 @@ inline T gelu_tanh(T x) {
     return T(0.5) * x * (T(1) + th(beta * (x + kappa * x * x * x)));
 }
 template <typename T>
-inline T softplus(T x) { return x > T(20) ? x : std::log1p(ex(x)); }
+inline T softplus(T x) { return x > T(20) ? x : vmath::log1p(ex(x)); }
 template <typename T>
 inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
 
@@ -110,7 +110,7 @@ inline T trigamma(T x) {
         case UnaryOp::kAbs: for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); break; \
         case UnaryOp::kReciprocal: for (int64_t i = 0; i < n; ++i) y[i] = T(1) / x[i]; break; \
         case UnaryOp::kExp: for (int64_t i = 0; i < n; ++i) y[i] = ex(x[i]); break; \
-        case UnaryOp::kLog: for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]); break; \
+        case UnaryOp::kLog: for (int64_t i = 0; i < n; ++i) y[i] = vmath::log(x[i]); break; \
         case UnaryOp::kSqrt: for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]); break; \
         case UnaryOp::kRsqrt: for (int64_t i = 0; i < n; ++i) y[i] = T(1) / std::sqrt(x[i]); break; \
         case UnaryOp::kSigmoid:                                                    \
@@ -125,7 +125,7 @@ inline T trigamma(T x) {
         case UnaryOp::kSin: for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]); break; \
         case UnaryOp::kCos: for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]); break; \
         case UnaryOp::kErf: for (int64_t i = 0; i < n; ++i) y[i] = vmath::erf(x[i]); break; \
-        case UnaryOp::kLog1p: for (int64_t i = 0; i < n; ++i) y[i] = std::log1p(x[i]); break; \
+        case UnaryOp::kLog1p: for (int64_t i = 0; i < n; ++i) y[i] = vmath::log1p(x[i]); break; \
         case UnaryOp::kExpm1: for (int64_t i = 0; i < n; ++i) y[i] = std::expm1(x[i]); break; \
         case UnaryOp::kGelu: for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]); break; \
         case UnaryOp::kGeluTanh: for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]); break; \
