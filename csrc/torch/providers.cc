@@ -209,16 +209,16 @@ Status lapack_getrs(kernels::DType t, bool transpose, int64_t n, int64_t nrhs, c
     return info < 0 ? argument_error("getrs", info) : Status();
 }
 
-// Row-major C = op(A) B is column-major C^T = B^T op(A)^T: BLAS sees B as an n x k matrix and A
-// (or, transposed, the k x m array it is given as) as the right operand.
-void blas_block_sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: BLAS sees each row-major
+// array as the transpose of itself, so B comes first and each transposition flag carries over.
+void blas_block_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
     set_team(1);
     const int m32 = static_cast<int>(m), n32 = static_cast<int>(n), k32 = static_cast<int>(k);
     const int lda32 = static_cast<int>(lda), ldb32 = static_cast<int>(ldb), ldc32 = static_cast<int>(ldc);
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
-    const char nt = 'N', ta = trans_a ? 'T' : 'N';
-    sgemm_(&nt, &ta, &n32, &m32, &k32, &one, b, &ldb32, a, &lda32, &beta, c, &ldc32);
+    const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+    sgemm_(&tb, &ta, &n32, &m32, &k32, &one, b, &ldb32, a, &lda32, &beta, c, &ldc32);
 }
 
 struct Registrar {

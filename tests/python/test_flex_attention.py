@@ -9,6 +9,7 @@ import torch
 
 import torch_ember
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch_ember.flex import hop
 
 B, H, S, D = 2, 4, 64, 16
 DOC = torch.tensor([0] * 20 + [1] * 30 + [2] * 14)  # document ids of a packed sequence
@@ -98,6 +99,11 @@ def test_flex_variant_matches_dense_reference(name, compiled):
     out = fn(*ins)
     out.square().sum().backward()
     torch.testing.assert_close(out.detach().cpu().double(), ref.detach(), rtol=1e-4, atol=1e-5)
+    # Every variant runs the fused kernels, but a learned table's gradient (the dense backward).
+    paths = hop.last_paths()
+    assert paths["forward"] == "fused", paths
+    assert paths["backward"] == ("fused" if name != "relative_bias_table" else
+                                 "dense (a captured tensor that needs a gradient)"), paths
     for a, b in zip(ins, ref_in):
         torch.testing.assert_close(a.grad.cpu().double(), b.grad, rtol=1e-3, atol=1e-4)
     if name == "relative_bias_table":  # a learned bias gets its gradient
@@ -135,3 +141,99 @@ def test_transformers_flex_attention_in_an_eager_model():
         got = model(ids.to("ember")).logits.cpu()
         want = ref(ids).logits
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _reference(q, k, v, score, mask, scale):
+    """Dense float64 math of flex attention on the CPU: scores, score_mod, mask, softmax (fully
+    masked rows give zeros and a logsumexp of -inf), with GQA's head groups."""
+    Hq, Hkv = q.shape[1], k.shape[1]
+    k, v = (t.repeat_interleave(Hq // Hkv, dim=1) for t in (k, v))
+    s = q @ k.transpose(-1, -2) * scale
+    b = torch.arange(q.shape[0])[:, None, None, None]
+    h = torch.arange(Hq)[None, :, None, None]
+    qi = torch.arange(q.shape[2])[None, None, :, None]
+    ki = torch.arange(k.shape[2])[None, None, None, :]
+    if score is not None:
+        s = score(s, b, h, qi, ki)
+    if mask is not None:
+        s = s.masked_fill(~mask(b, h, qi, ki), float("-inf"))
+    lse = s.logsumexp(-1)
+    p = torch.where(torch.isinf(lse)[..., None], 0.0, (s - lse[..., None]).exp())
+    return p @ v, lse
+
+
+FUSED_CASES = {
+    # name: (Hq, Hkv, M, N, block size, score_mod(captured), mask_mod(captured))
+    "natten_2d": (2, 2, 36, 36, 16, None, lambda c: lambda b, h, q, kv: (
+        ((q // 6) - (kv // 6)).abs() <= 1) & (((q % 6) - (kv % 6)).abs() <= 1)),
+    "gqa_alibi_ragged": (4, 2, 50, 70, 16, lambda c: lambda s, b, h, q, kv: s + c["slopes"][h] * (kv - q), None),
+    "head_bias_softcap": (2, 2, 40, 40, 32, lambda c: lambda s, b, h, q, kv: 10 * torch.tanh((s + c["hb"][h, q]) / 10),
+                          lambda c: lambda b, h, q, kv: q >= kv),
+    "empty_rows": (2, 2, 40, 40, 16, None, lambda c: lambda b, h, q, kv: (q >= 8) & (kv <= q)),
+    "exp2_sigmoid_where": (2, 2, 33, 33, 16, lambda c: lambda s, b, h, q, kv: torch.where(
+        kv > q, s * torch.sigmoid(s), s + torch.exp2(-(q - kv).float() / 8)), None),
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("name", list(FUSED_CASES))
+def test_fused_kernels_match_the_dense_math(name, compiled):
+    """Shapes and mods beyond the variant table: GQA with different query and key lengths that are
+    not multiples of the block size, 2-D neighbourhoods (// and %), captured per-head tables, rows
+    no key reaches, where/exp2/sigmoid; forward, logsumexp and backward, on the fused path."""
+    Hq, Hkv, M, N, block, make_score, make_mask = FUSED_CASES[name]
+    g = torch.Generator().manual_seed(1)
+    qkv = [torch.randn(2, h, n, D, generator=g, dtype=torch.float64) for h, n in ((Hq, M), (Hkv, N), (Hkv, N))]
+    captured = {"slopes": torch.rand(Hq, generator=g, dtype=torch.float64), "hb": torch.randn(Hq, M, generator=g,
+                                                                                             dtype=torch.float64)}
+    cap_cpu = {k: v for k, v in captured.items()}
+    cap_ember = {k: v.float().to("ember") for k, v in captured.items()}
+    score_ref = make_score(cap_cpu) if make_score else None
+    mask_ref = make_mask(cap_cpu) if make_mask else None
+    ref_in = [t.clone().requires_grad_() for t in qkv]
+    ref_out, ref_lse = _reference(*ref_in, score_ref, mask_ref, 1 / math.sqrt(D))
+    w = torch.randn(ref_out.shape, generator=g, dtype=torch.float64)
+    ((ref_out * w).sum() + torch.where(torch.isinf(ref_lse), 0.0, ref_lse).sum()).backward()
+
+    score = make_score(cap_ember) if make_score else None
+    mask = make_mask(cap_ember) if make_mask else None
+    bm = create_block_mask(mask, None, None, M, N, device="ember", BLOCK_SIZE=block) if mask else None
+    ins = [t.float().to("ember").requires_grad_() for t in qkv]
+
+    def attend(q, k, v):
+        return flex_attention(q, k, v, score_mod=score, block_mask=bm, enable_gqa=Hq != Hkv, return_lse=True)
+
+    fn = torch.compile(attend, backend="ember") if compiled else attend
+    out, lse = fn(*ins)
+    ((out * w.float().to("ember")).sum() + torch.where(torch.isinf(lse), 0.0, lse).sum()).backward()
+    assert hop.last_paths() == {"forward": "fused", "backward": "fused"}, hop.last_paths()
+    torch.testing.assert_close(out.detach().cpu().double(), ref_out.detach(), rtol=1e-4, atol=2e-5)
+    torch.testing.assert_close(lse.detach().cpu().double(), ref_lse.detach(), rtol=1e-4, atol=2e-5)
+    for e, r in zip(ins, ref_in):
+        torch.testing.assert_close(e.grad.cpu().double(), r.grad, rtol=1e-3, atol=1e-4)
+
+
+def test_fused_kernels_take_half_precision_and_fall_back_for_what_they_lack():
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 40, D, generator=g) for _ in range(3))
+    bm = create_block_mask(causal, None, None, 40, 40, device="ember", BLOCK_SIZE=16)
+    out = flex_attention(*(t.bfloat16().to("ember") for t in (q, k, v)), block_mask=bm)
+    assert hop.last_paths()["forward"] == "fused" and out.dtype == torch.bfloat16
+    ref, _ = _reference(*(t.bfloat16().double() for t in (q, k, v)), None, causal, 1 / math.sqrt(D))
+    torch.testing.assert_close(out.cpu().double(), ref, rtol=2e-2, atol=2e-2)
+    # An op the programs do not express (erf) runs PyTorch's dense implementation: same values.
+    erf_mod = lambda s, b, h, qi, ki: s + torch.special.erf(s)  # noqa: E731
+    out = flex_attention(*(t.to("ember") for t in (q, k, v)), score_mod=erf_mod)
+    assert hop.last_paths()["forward"].startswith("dense ("), hop.last_paths()
+    ref, _ = _reference(*(t.double() for t in (q, k, v)), erf_mod, None, 1 / math.sqrt(D))
+    torch.testing.assert_close(out.cpu().double(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_bad_captured_index_fails_at_the_next_sync():
+    table = torch.zeros(10, device="ember")  # indexed by q - kv + 10, which runs past its end
+    q = torch.randn(1, 1, 16, D, device="ember")
+    out = flex_attention(q, q, q, score_mod=lambda s, b, h, qi, ki: s + table[qi - ki + 10])
+    assert hop.last_paths()["forward"] == "fused"
+    with pytest.raises(RuntimeError, match="index 1[0-9] is out of bounds for dimension 0 with size 10"):
+        out.cpu()
+    torch.ember.synchronize()

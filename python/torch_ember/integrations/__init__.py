@@ -44,6 +44,7 @@ _PATCHES = {
     "lightning.fabric.connector": ("_lightning", "patch_fabric_connector"),
     "lightning.fabric.accelerators": ("_lightning", "register_accelerator"),
     "torch.nn.attention.flex_attention": ("_flex_attention", "patch_flex_attention"),
+    "torch._higher_order_ops.flex_attention": ("_flex_attention", "register_kernels"),
     "torch.nn.modules.transformer": ("_transformer", "patch_encoder"),
     "torch.nn.modules.activation": ("_transformer", "patch_multihead_attention"),
     "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),

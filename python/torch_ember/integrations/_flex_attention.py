@@ -6,7 +6,10 @@ other device to PyTorch's own check.
 
 `create_block_mask(..., _compile=True)` (transformers passes it) wraps itself in `torch.compile`
 with the default backend, Inductor, which has no code generator for ember tensors; for an ember
-device the mask is built eagerly instead, on the device."""
+device the mask is built eagerly instead, on the device.
+
+The higher-order ops themselves get ember kernels (torch_ember/flex/hop.py): fused kernels for
+the mods they can express, PyTorch's dense implementation for the rest."""
 import functools
 
 import torch
@@ -39,3 +42,9 @@ def patch_flex_attention(module) -> None:
 
     create_block_mask._ember = True
     module.create_block_mask = create_block_mask
+
+
+def register_kernels(module) -> None:
+    from ..flex import hop
+
+    hop.register()

@@ -320,6 +320,9 @@ def check(name: str, seed: int = 0) -> dict:
         worst = max(errors.values())
         rec["max_error"] = worst if math.isfinite(worst) else "inf"
         rec["fallback_ops"] = {r.op: r.calls for r in torch_ember.fallback_report()}
+        from ..flex import hop
+
+        rec["kernels"] = hop.last_paths()  # fused, or dense and why
         if mode == "compiled":  # how Ember ran the graphs: library steps are ops it did not fuse
             stats = torch_ember.compile_stats()
             rec["graphs"] = len(stats)

@@ -284,13 +284,13 @@ void block_scores(const Problem& p, int64_t b, int64_t h, int64_t i0, int64_t nr
 // sized for AVX-512's 32 registers and spill on AVX2), else the tiles.
 void gemm(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t m,
           int64_t n, int64_t k, bool accumulate) {
-    if (BlockSgemm blas = block_sgemm()) return blas(false, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    if (BlockSgemm blas = block_sgemm()) return blas(false, false, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
     gemm_f32(c, ldc, a, lda, b, ldb, m, n, k, accumulate);
 }
 
 void gemm_at(float* c, int64_t ldc, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t m,
              int64_t n, int64_t k, bool accumulate) {
-    if (BlockSgemm blas = block_sgemm()) return blas(true, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    if (BlockSgemm blas = block_sgemm()) return blas(true, false, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
     gemm_at_f32(c, ldc, a, lda, b, ldb, m, n, k, accumulate);
 }
 

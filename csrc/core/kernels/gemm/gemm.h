@@ -32,12 +32,13 @@ void set_gemm_provider(GemmProvider provider, const char* name);
 const char* gemm_provider_name();
 
 // A single-threaded float32 product on raw row-major pointers, for kernels that multiply small
-// blocks in their inner loops (attention): C (m x n, ldc) = op(A) @ B (k x n, ldb), plus C when
-// `accumulate`; op(A) is A (m x k, lda), or with trans_a the transpose of A given as k x m. The
-// host registers one (a BLAS sgemm) at start-up; until then block_sgemm() is null and callers use
-// loops of their own. Runs on the calling thread and must be thread-safe.
-using BlockSgemm = void (*)(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                            const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
+// blocks in their inner loops (attention): C (m x n, ldc) = op(A) @ op(B), plus C when
+// `accumulate`; op(A) is A (m x k, lda), or with trans_a the transpose of A given as k x m; op(B)
+// is B (k x n, ldb), or with trans_b the transpose of B given as n x k. The host registers one
+// (a BLAS sgemm) at start-up; until then block_sgemm() is null and callers use loops of their
+// own. Runs on the calling thread and must be thread-safe.
+using BlockSgemm = void (*)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                            int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
 void set_block_sgemm(BlockSgemm fn);
 BlockSgemm block_sgemm();
 
