@@ -3,7 +3,9 @@
 // (python/torch_ember/flex/hop.py) calls with its score_mod, mask_mod and score_mod gradient
 // compiled to programs (python/torch_ember/flex/program.py). A program travels as
 // (int[] code, float[] constants, Tensor[] buffers): code starts with the register count and the
-// result register, then eight ints per instruction (op, dst, a, b, c, d, e, round_f32).
+// result register, then eight ints per instruction (op, dst, a, b, c, d, e, round_f32). The
+// gradient program also scatters into the gradients of captured tensors (grad_targets give their
+// shapes): six ints per scatter (target, four index registers, value register).
 //
 // Inputs are computed in float32 (the dense reference's working precision for float16, bfloat16
 // and float32); outputs are float32, contiguous; the caller casts and restrides them.
@@ -97,17 +99,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flex_forward(
     return {out, lse, mx};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> flex_backward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> flex_backward(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& grad_out, const std::optional<at::Tensor>& grad_lse, const at::Tensor& kv_num_blocks,
     const at::Tensor& kv_indices, const std::optional<at::Tensor>& full_kv_num_blocks,
     const std::optional<at::Tensor>& full_kv_indices, int64_t q_block, int64_t kv_block, double scale,
     c10::IntArrayRef score_code, c10::ArrayRef<double> score_consts, at::TensorList score_buffers,
     c10::IntArrayRef mask_code, c10::ArrayRef<double> mask_consts, at::TensorList mask_buffers,
-    c10::IntArrayRef grad_code, c10::ArrayRef<double> grad_consts, at::TensorList grad_buffers) {
+    c10::IntArrayRef grad_code, c10::ArrayRef<double> grad_consts, at::TensorList grad_buffers,
+    c10::IntArrayRef grad_scatter, at::TensorList grad_targets) {
     auto score = program(score_code, score_consts, score_buffers.vec(), "score_mod");
     auto mask = program(mask_code, mask_consts, mask_buffers.vec(), "mask_mod");
     auto grad = program(grad_code, grad_consts, grad_buffers.vec(), "score_mod gradient");
+    // Gradients of captured tensors: float32, contiguous, in the order of grad_targets.
+    std::vector<at::Tensor> buffer_grads;
+    TORCH_CHECK(grad_scatter.size() % 6 == 0, "ember flex_attention: malformed scatter list");
+    for (const at::Tensor& t : grad_targets) {
+        buffer_grads.push_back(at::empty(t.sizes(), t.options().dtype(at::kFloat)));
+        grad->grads.push_back(view_of(buffer_grads.back()));
+    }
+    for (size_t i = 0; i < grad_scatter.size(); i += 6) {
+        flex::Scatter sc;
+        sc.grad = static_cast<int32_t>(grad_scatter[i]);
+        for (int k = 0; k < 4; ++k) sc.idx[k] = static_cast<int32_t>(grad_scatter[i + 1 + k]);
+        sc.value = static_cast<int32_t>(grad_scatter[i + 5]);
+        grad->scatters.push_back(sc);
+    }
+    EMBER_CHECK(flex::validate(*grad, "score_mod gradient"));
     at::Tensor qf = f32(q), kf = f32(k), vf = f32(v), of = f32(out), lf = f32(lse), gof = f32(grad_out);
     at::Tensor glf = grad_lse.has_value() && grad_lse->defined() ? f32(*grad_lse) : at::Tensor();
     const auto opts = q.options().dtype(at::kFloat);
@@ -126,7 +144,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flex_backward(
         args.score_grad = grad.get();
         return flex::backward(args, pool);
     });
-    return {dq, dk, dv};
+    return {dq, dk, dv, buffer_grads};
 }
 
 }  // namespace
@@ -140,8 +158,8 @@ TORCH_LIBRARY(ember, m) {
           "Tensor? grad_lse, Tensor kv_num_blocks, Tensor kv_indices, Tensor? full_kv_num_blocks, "
           "Tensor? full_kv_indices, int q_block, int kv_block, float scale, int[] score_code, "
           "float[] score_consts, Tensor[] score_buffers, int[] mask_code, float[] mask_consts, "
-          "Tensor[] mask_buffers, int[] grad_code, float[] grad_consts, Tensor[] grad_buffers) "
-          "-> (Tensor, Tensor, Tensor)");
+          "Tensor[] mask_buffers, int[] grad_code, float[] grad_consts, Tensor[] grad_buffers, "
+          "int[] grad_scatter, Tensor[] grad_targets) -> (Tensor, Tensor, Tensor, Tensor[])");
 }
 
 TORCH_LIBRARY_IMPL(ember, PrivateUse1, m) {

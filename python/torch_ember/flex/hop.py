@@ -146,8 +146,6 @@ def flex_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, f
         kernel_options, score_mod_other_buffers, mask_mod_other_buffers)
     try:
         _check_inputs(query, key, value, (*score_mod_other_buffers, *mask_mod_other_buffers))
-        if any(isinstance(b, torch.Tensor) and b.requires_grad for b in score_mod_other_buffers):
-            raise _program.Unsupported("a captured tensor that needs a gradient")
         score = _score_program(fw_graph, score_mod_other_buffers, query.device)
         grad = None
         if score is not None:
@@ -162,13 +160,21 @@ def flex_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, f
         _last["backward"] = f"dense ({e})"
         return dense()
     _last["backward"] = "fused"
-    dq, dk, dv = torch.ops.ember.flex_attention_backward(
+    targets = grad.scatter_targets() if grad is not None else []
+    dq, dk, dv, target_grads = torch.ops.ember.flex_attention_backward(
         query, key, value, out, logsumexp, grad_out, grad_logsumexp, *mask_args, float(scale),
-        *_args(score), *_args(mask), *_args(grad))
+        *_args(score), *_args(mask), *_args(grad), grad.scatter_code() if grad is not None else [],
+        [score_mod_other_buffers[t] for t in targets])
     grads = []
     for g, like in ((dq, query), (dk, key), (dv, value)):
         grads.append(_hop._permute_strides(g.to(like.dtype), like.stride()))
-    return (*grads, tuple(None for _ in score_mod_other_buffers))
+    # A captured tensor's gradient where the gradient program scatters one and the tensor needs it.
+    captured = [None] * len(score_mod_other_buffers)
+    for t, g in zip(targets, target_grads):
+        buf = score_mod_other_buffers[t]
+        if isinstance(buf, torch.Tensor) and buf.requires_grad:
+            captured[t] = g.to(buf.dtype)
+    return (*grads, tuple(captured))
 
 
 def register() -> None:

@@ -52,9 +52,23 @@ class Program:
     buffers: list = field(default_factory=list)   # tensors, in the order loads name them
     result: int = 0
     num_regs: int = 0
+    # Gradient programs: (target, index registers, value register) per scatter, where target is
+    # the position of the captured tensor (among the graph's buffers) whose gradient it adds to.
+    scatters: list = field(default_factory=list)
 
     def encoded(self):
         return [self.num_regs, self.result] + self.code
+
+    def scatter_code(self):
+        """6 ints per scatter, its target as a position in scatter_targets()."""
+        targets = self.scatter_targets()
+        out = []
+        for target, idx, value in self.scatters:
+            out += [targets.index(target)] + list(idx) + [-1] * (4 - len(idx)) + [value]
+        return out
+
+    def scatter_targets(self):
+        return sorted({t for t, _, _ in self.scatters})
 
 
 class _Builder:
@@ -144,8 +158,13 @@ def build(gm: torch.fx.GraphModule, roles, buffers=()) -> Program:
             if isinstance(out, (tuple, list)):
                 if any(o is not None for o in out[1:5]):
                     raise Unsupported("gradients for the index inputs")
-                if any(o is not None for o in out[5:]):
-                    raise Unsupported("gradients for captured tensors")
+                for target, grad in enumerate(out[5:]):  # captured tensors' gradients
+                    if grad is None:
+                        continue
+                    v = bld.values.get(grad)
+                    if not (isinstance(v, tuple) and v[0] == "scatter"):
+                        raise Unsupported("a captured tensor's gradient that is not a scatter")
+                    bld.p.scatters += [(target, idx, value) for idx, value in v[1]]
                 out = out[0]
             if not isinstance(out, torch.fx.Node):
                 raise Unsupported("a constant output")
@@ -173,18 +192,41 @@ def _scalar_value(bld, x):
     return bld.operand(x)
 
 
+def _zeros_and_scatter():
+    # FlexAttention's joint graphs add a captured tensor's gradient with this op (registered
+    # when torch._dynamo's trace_wrapped module loads, which FlexAttention imports).
+    lib = getattr(torch.ops, "flex_lib", None)
+    return getattr(lib, "zeros_and_scatter", None) if lib is not None else None
+
+
+def _is_scatter(bld, x):
+    v = bld.values.get(x) if isinstance(x, torch.fx.Node) else None
+    return isinstance(v, tuple) and v[0] == "scatter"
+
+
 def _lower(bld, node):
     op, args, kwargs = node.target, node.args, node.kwargs
     pk = _packet(op)
-    f32 = _dtype(node) == torch.float32
+    val = lambda x: _scalar_value(bld, x)  # noqa: E731
+    scatter_op = _zeros_and_scatter()
+    if scatter_op is not None and pk is scatter_op:  # the gradient of a captured tensor
+        shape, idx, value = args
+        regs = [val(i) for i in idx]
+        if len(regs) != len(shape) or len(regs) > 4:
+            raise Unsupported("a scatter that does not pick one element")
+        bld.values[node] = ("scatter", [(regs, val(value))])
+        return
+    if pk is aten.add and _is_scatter(bld, args[0]) and _is_scatter(bld, args[1]):  # a tensor read twice
+        bld.values[node] = ("scatter", bld.values[args[0]][1] + bld.values[args[1]][1])
+        return
     dtype = _dtype(node)
+    f32 = dtype == torch.float32
     if dtype is not None and dtype not in (torch.float32, torch.float64, torch.bool, torch.int32, torch.int64,
                                            torch.int16, torch.int8, torch.uint8):
         if pk is not aten.index:  # a bfloat16/float16 value would need rounding to its type
             raise Unsupported(f"{dtype} values")
     if not _is_scalar(node):
         raise Unsupported(f"{node.target}: a non-scalar value")
-    val = lambda x: _scalar_value(bld, x)  # noqa: E731
     if pk in IDENTITY:
         bld.values[node] = val(args[0])
     elif pk is aten.index:

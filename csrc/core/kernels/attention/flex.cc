@@ -280,6 +280,11 @@ Status backward(const BackwardArgs& a, runtime::ThreadPool* pool) {
     std::fill(dQ, dQ + s.B * s.Hq * s.Lq * s.D, 0.f);
     std::fill(dK, dK + s.Bkv * s.Hkv * s.Lkv * s.D, 0.f);
     std::fill(dV, dV + s.Bkv * s.Hkv * s.Lkv * s.Dv, 0.f);
+    // Gradients of captured tensors: each task adds into copies of its own, merged at its end.
+    const std::vector<TensorView> no_grads;
+    const std::vector<TensorView>& buffer_grads = has(a.score_grad) ? a.score_grad->grads : no_grads;
+    for (const TensorView& g : buffer_grads) std::fill(static_cast<float*>(g.data), static_cast<float*>(g.data) + g.numel(), 0.f);
+    std::mutex merge;
     // A task owns one key/value head (of one batch, or of all when the key batch broadcasts), so
     // the dK and dV rows it accumulates are its own; the dQ rows of its query heads are too.
     const int64_t batch_tasks = s.Bkv == 1 ? 1 : s.B;
@@ -294,6 +299,10 @@ Status backward(const BackwardArgs& a, runtime::ThreadPool* pool) {
         std::vector<uint8_t> keep(kRows * kFlexLanes);
         float lse[kRows], delta[kRows], glse[kRows];
         Evaluator score_eval(or_empty(p.score_mod)), mask_eval(or_empty(p.mask_mod)), grad_eval(or_empty(a.score_grad));
+        std::vector<std::vector<float>> local;
+        std::vector<float*> local_ptrs;
+        for (const TensorView& g : buffer_grads) local.emplace_back(static_cast<size_t>(g.numel()), 0.f);
+        for (auto& l : local) local_ptrs.push_back(l.data());
         const int64_t b_lo = s.Bkv == 1 ? 0 : bt, b_hi = s.Bkv == 1 ? s.B : bt + 1;
         for (int64_t b = b_lo; b < b_hi; ++b) {
             for (int64_t h = kvh * s.group; h < (kvh + 1) * s.group; ++h) {
@@ -326,6 +335,7 @@ Status backward(const BackwardArgs& a, runtime::ThreadPool* pool) {
                                 if (has(a.score_grad)) {
                                     const double* out = nullptr;
                                     EMBER_RETURN_IF_ERROR(grad_eval.run({b, h, r0 + r, c.j0, c.n}, raw.data() + r * kFlexLanes, g, &out));
+                                    if (!local.empty()) EMBER_RETURN_IF_ERROR(grad_eval.scatter(c.n, local_ptrs.data()));
                                     narrow(g, out, c.n);
                                 }
                                 masked_scale(g, keep.data() + r * kFlexLanes, static_cast<float>(p.scale), c.n);
@@ -336,6 +346,11 @@ Status backward(const BackwardArgs& a, runtime::ThreadPool* pool) {
                     }
                 }
             }
+        }
+        std::lock_guard<std::mutex> lock(merge);
+        for (size_t i = 0; i < local.size(); ++i) {
+            float* out = static_cast<float*>(buffer_grads[i].data);
+            for (size_t j = 0; j < local[i].size(); ++j) out[j] += local[i][j];
         }
         return Status();
     });

@@ -50,7 +50,9 @@ struct BackwardArgs {
     Problem p;
     TensorView out, lse, grad_out;
     TensorView grad_lse;                  // data null when absent
-    const Program* score_grad = nullptr;  // d score_mod / d score times the incoming gradient
+    // d score_mod / d score times the incoming gradient; its scatters (and `grads`, zeroed here)
+    // are the gradients of captured tensors
+    const Program* score_grad = nullptr;
     TensorView dq, dk, dv;                // dk, dv: (Bkv, Hkv, Lkv, D / Dv)
 };
 

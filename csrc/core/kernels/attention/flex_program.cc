@@ -133,6 +133,14 @@ Status validate(const Program& p, const char* what) {
                 return unimplemented(std::string(what) + ": complex buffers");
         }
     }
+    for (const Scatter& sc : p.scatters) {
+        if (sc.grad < 0 || sc.grad >= static_cast<int32_t>(p.grads.size()) || !reg_ok(sc.value))
+            return invalid_argument(std::string(what) + ": bad scatter");
+        const TensorView& g = p.grads[static_cast<size_t>(sc.grad)];
+        if (g.ndim < 1 || g.ndim > 4) return invalid_argument(std::string(what) + ": gradients of 1 to 4 dims");
+        for (int k = 0; k < g.ndim; ++k)
+            if (!reg_ok(sc.idx[k])) return invalid_argument(std::string(what) + ": bad scatter index");
+    }
     return Status();
 }
 
@@ -190,6 +198,31 @@ Status Evaluator::run(const RowPos& pos, const float* score, const float* grad, 
         if (in.round_f32) round_to_f32(y, n);
     }
     *result = reg(p_.result);
+    return Status();
+}
+
+Status Evaluator::scatter(int64_t n, float* const* grads) {
+    auto reg = [&](int32_t r) { return regs_.data() + static_cast<int64_t>(r) * kFlexLanes; };
+    for (const Scatter& sc : p_.scatters) {
+        const TensorView& g = p_.grads[static_cast<size_t>(sc.grad)];
+        float* out = grads[sc.grad];
+        const double* v = reg(sc.value);
+        for (int64_t i = 0; i < n; ++i) {
+            if (v[i] == 0) continue;  // masked and unreached scores add nothing
+            int64_t off = 0, stride = 1;
+            for (int k = g.ndim - 1; k >= 0; --k) {
+                int64_t j = static_cast<int64_t>(reg(sc.idx[k])[i]);
+                if (j < 0) j += g.sizes[k];
+                if (j < 0 || j >= g.sizes[k])
+                    return invalid_argument("flex_attention backward: index " + std::to_string(j) +
+                                            " is out of bounds for dimension " + std::to_string(k) + " with size " +
+                                            std::to_string(g.sizes[k]) + " of a captured tensor's gradient");
+                off += j * stride;
+                stride *= g.sizes[k];
+            }
+            out[off] += static_cast<float>(v[i]);
+        }
+    }
     return Status();
 }
 

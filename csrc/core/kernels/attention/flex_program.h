@@ -53,10 +53,21 @@ struct Instr {
     bool round_f32 = false;          // the traced result is float32
 };
 
+// A gradient program's contribution to the gradient of a captured tensor (a learned bias table):
+// every lane adds register `value` at [reg idx[0], ...] of gradient `grad` (the captured tensor's
+// shape, float32, contiguous; see Evaluator::scatter).
+struct Scatter {
+    int32_t grad = 0;
+    int32_t idx[4] = {-1, -1, -1, -1};
+    int32_t value = 0;
+};
+
 struct Program {
     std::vector<Instr> code;
     std::vector<double> constants;
     std::vector<TensorView> buffers;  // real dtypes, any strides
+    std::vector<Scatter> scatters;    // gradient programs only
+    std::vector<TensorView> grads;    // the gradients the scatters add to (their shapes)
     int32_t num_regs = 0;
     int32_t result = 0;  // the register holding the output row
 
@@ -78,6 +89,9 @@ class Evaluator {
     // Runs the program over one row; `score` and `grad` (either may be null when the program does
     // not read it) hold n values. *result points at the output row, valid until the next call.
     Status run(const RowPos& pos, const float* score, const float* grad, const double** result);
+    // After run(): adds each scatter's value lanes into `grads[s.grad]` (float32, contiguous,
+    // the shapes of p.grads; the caller's own copies, so no other thread writes them).
+    Status scatter(int64_t n, float* const* grads);
 
   private:
     const Program& p_;
