@@ -5,9 +5,9 @@ When score_mod, mask_mod and (for the backward) score_mod's gradient compile to 
 (program.py), the call runs core's fused kernels through ember::flex_attention[_backward]: the
 scores of each block of queries against the key blocks the block mask lists are computed,
 modified, masked and folded into an online softmax in cache; empty blocks are skipped and full
-blocks skip mask_mod. Otherwise (an op the programs lack, a captured tensor that needs a gradient,
-float64 inputs) it runs PyTorch's dense implementation, as before: the same results, more time
-and memory. `last_paths()` says which one the latest forward and backward took, and why.
+blocks skip mask_mod; captured tensors that need gradients (learned bias tables) get them from the
+gradient program's scatters. Otherwise (an op the programs lack, float64 inputs) it runs PyTorch's
+dense implementation, as before: the same results, more time and memory. `last_paths()` says which one the latest forward and backward took, and why.
 """
 import importlib
 import threading
