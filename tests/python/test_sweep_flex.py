@@ -24,6 +24,7 @@ def test_variant_matches_reference(variant, mode):
     grads = {"q", "k", "v"} | ({"table"} if variant == "learned_bias" else set())
     assert set(rec["errors"]) == {"out", "lse"} | grads
     assert rec["compile_seconds"] >= 0 and rec["warm_call_seconds"] > 0
+    assert rec["kernels"] == {"forward": "fused", "backward": "fused"}, rec["kernels"]
 
 
 @pytest.mark.parametrize("variant", list(flex_check.VARIANTS))

@@ -116,6 +116,8 @@ def summarize(records) -> dict:
             "compile_median_seconds": round(statistics.median(compiled), 3) if compiled else None,
             "compile_max_seconds": round(max(compiled), 3) if compiled else None,
             "with_fallbacks": sum(bool(r.get("fallback_ops")) for r in records),
+            # Cases whose forward and backward both ran the fused kernels (not the dense fallback).
+            "fused": sum(r.get("kernels") == {"forward": "fused", "backward": "fused"} for r in records),
             # Ops a compiled graph ran as whole library steps (unfused), over all compiled cases.
             "library_steps": sorted({op for r in records for op in r.get("library_steps") or ()}),
             "by_variant": by["variant"], "by_mode": by["mode"]}
@@ -126,6 +128,8 @@ def summary_line(s) -> str:
     if s["compile_median_seconds"] is not None:
         line += (f"; compiled: median compile {s['compile_median_seconds']:.2f} s, "
                  f"largest {s['compile_max_seconds']:.2f} s (cold)")
+    if "fused" in s:
+        line += f"; {s['fused']} of {s['cases']} on the fused kernels, forward and backward"
     bad = ", ".join(f"{n} {c}" for c, n in s["failures"].items() if n)
     return line + (f"; {bad}" if bad else "") + (f"; {s['with_fallbacks']} with CPU fallbacks"
                                                  if s["with_fallbacks"] else "")
@@ -141,15 +145,18 @@ def to_markdown(data) -> str:
            f"Compiled graphs ran as library steps: {', '.join(s['library_steps']) or 'none'}.", "",
            "| variant | passed |", "|---|---|"]
     out += [f"| {v} | {p} |" for v, p in s["by_variant"].items()]
-    out += ["", "| case | status | max error | compile s | first call s | warm call s | fallbacks | failure |",
-            "|---|---|---|---|---|---|---|---|"]
+    out += ["", "| case | status | max error | compile s | first call s | warm call s | fallbacks | kernels | failure |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in data["records"]:
         err = r.get("max_error", "")
         err = f"{err:.1e}" if isinstance(err, float) else err
         fb = ", ".join(f"{k} ({v})" for k, v in (r.get("fallback_ops") or {}).items())
         fail = r.get("failure", "").replace("|", "\\|")[:200]
+        k = r.get("kernels") or {}
+        kernels = "fused" if k == {"forward": "fused", "backward": "fused"} else (
+            f"forward {k.get('forward', '?')}, backward {k.get('backward', '?')}".replace("|", "\\|") if k else "")
         out.append(f"| {r['case']} | {r['status']} | {err} | {r.get('compile_seconds', '')} | "
-                   f"{r.get('first_call_seconds', '')} | {r.get('warm_call_seconds', '')} | {fb} | {fail} |")
+                   f"{r.get('first_call_seconds', '')} | {r.get('warm_call_seconds', '')} | {fb} | {kernels} | {fail} |")
     return "\n".join(out) + "\n"
 
 
