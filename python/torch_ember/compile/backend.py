@@ -71,6 +71,24 @@ def _bind_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
     return g
 
 
+def _is_size_arg(a) -> bool:
+    return isinstance(a, int) and not isinstance(a, bool)
+
+
+def _without_size_args(g: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
+    """`g` with its int inputs (Dynamo's s0, a numel) replaced by their values and removed from
+    the signature; the values are in the cache key. Passed to AOTAutograd they would be traced
+    as symbols under _traceable's shape environment, and the graph would look value-dependent
+    (every op a library step, nothing fused)."""
+    placeholders = [n for n in g.graph.nodes if n.op == "placeholder"]
+    for ph, a in zip(placeholders, args):
+        if _is_size_arg(a):
+            ph.replace_all_uses_with(a)
+            g.graph.erase_node(ph)
+    g.recompile()
+    return g
+
+
 def _bind_into(g: torch.fx.GraphModule, values: dict) -> None:
     """Replace .item() of the placeholders in `values`, here and in the subgraphs of the
     higher-order ops they are passed to (a checkpointed region's body reads a dropout p there)."""
@@ -102,10 +120,15 @@ def _specializing(gm, options):
         fn = compiled.get(key)
         if fn is None:
             reason = _recompile_reason(compiled, key)
-            fn = compiled[key] = _compile_static(_bind_scalars(gm, args), _traceable(args), options, reason)
-        return fn(*args)
+            g = _without_size_args(_bind_scalars(gm, args), args)
+            fn = compiled[key] = _compile_static(g, _traceable(_tensor_args(args)), options, reason)
+        return fn(*_tensor_args(args))
 
     return run
+
+
+def _tensor_args(args) -> list:
+    return [a for a in args if not _is_size_arg(a)]
 
 
 def _traceable(args) -> list:
