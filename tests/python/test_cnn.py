@@ -7,7 +7,7 @@ import torch.nn.functional as F
 import torch_ember
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: {},
-       torch.bfloat16: dict(rtol=3e-2, atol=3e-2)}
+       torch.bfloat16: dict(rtol=3e-2, atol=3e-2), torch.float16: dict(rtol=3e-3, atol=3e-3)}
 
 
 def fwd_bwd(fn, x, dtype):
@@ -21,7 +21,7 @@ def fwd_bwd(fn, x, dtype):
     torch.testing.assert_close(xe.grad.cpu(), xc.grad, equal_nan=True, **TOL[dtype])
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("cfg", [(2, 2, 0, 1, False), (3, 2, 1, 1, False), (3, 2, 1, 1, True),
                                  (3, 1, 1, 2, False), ((2, 3), (1, 2), (1, 0), 1, True)])
 def test_max_and_avg_pool(dtype, cfg, native_only):
@@ -33,7 +33,7 @@ def test_max_and_avg_pool(dtype, cfg, native_only):
     fwd_bwd(lambda t: F.avg_pool2d(t, k, s, p, ceil_mode=ceil, divisor_override=3), x, dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("size", [(1, 1), (3, 4), (5, 5), (7, 3)])
 def test_adaptive_avg_pool(dtype, size, native_only):
     x = torch.randn(2, 3, 11, 10, generator=torch.Generator().manual_seed(0)).to(dtype)
@@ -130,20 +130,21 @@ def small_resnet():
                          nn.Linear(8, 10))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("kind", ["conv1d", "conv2d", "conv_transpose2d"])
-def test_bf16_parameter_gradients_accumulate_over_the_whole_batch(kind, native_only):
+def test_half_parameter_gradients_accumulate_over_the_whole_batch(kind, dtype, native_only):
     # The two halves of the batch get nearly opposite output gradients: parameter gradients
-    # summed per thread and rounded to bfloat16 before adding would keep each half's rounding
+    # summed per thread and rounded to the half type before adding would keep each half's rounding
     # error; the CPU accumulates the batch in float and rounds once, and so must ember.
     g = torch.Generator().manual_seed(0)
     n, c = 8, 16
     spatial = (24,) if kind == "conv1d" else (24, 24)
-    x = torch.randn(1, c, *spatial, generator=g).repeat(n, *([1] * (1 + len(spatial)))).bfloat16()
-    w = (torch.randn(c, c, *([3] * len(spatial)), generator=g) / 12).bfloat16()
-    b = torch.randn(c, generator=g).bfloat16()
+    x = torch.randn(1, c, *spatial, generator=g).repeat(n, *([1] * (1 + len(spatial)))).to(dtype)
+    w = (torch.randn(c, c, *([3] * len(spatial)), generator=g) / 12).to(dtype)
+    b = torch.randn(c, generator=g).to(dtype)
     fn = {"conv1d": F.conv1d, "conv2d": F.conv2d, "conv_transpose2d": F.conv_transpose2d}[kind]
     sign = torch.tensor([1.0] * (n // 2) + [-(1 - 1 / 64)] * (n // 2)).view(n, *([1] * (1 + len(spatial))))
-    go = (torch.randn(1, c, *spatial, generator=g) * sign).bfloat16()
+    go = (torch.randn(1, c, *spatial, generator=g) * sign).to(dtype)
     grads = []
     for dev in ("cpu", "ember"):
         xx, ww, bb = (t.detach().to(dev).requires_grad_() for t in (x, w, b))
@@ -151,6 +152,30 @@ def test_bf16_parameter_gradients_accumulate_over_the_whole_batch(kind, native_o
         grads.append([t.grad.cpu() for t in (xx, ww, bb)])
     for want, got in zip(*grads):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_float16_conv_net_is_as_accurate_as_the_cpu(native_only):
+    # Convolutions (grouped, strided, transposed) and pools in float16, forward and backward:
+    # ember's error against a float64 run stays within the CPU's own float16 error, give or take one
+    # float16 rounding of the tensor's largest value (sums in another order round differently).
+    def net():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(8, 8, 3, stride=2, groups=2), nn.AvgPool2d(2, ceil_mode=True),
+                             nn.ConvTranspose2d(8, 4, 3, stride=2), nn.AdaptiveAvgPool2d(3), nn.Flatten(),
+                             nn.Linear(36, 5))
+    x = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    res = {}
+    for tag, dev, dt in (("exact", "cpu", torch.float64), ("cpu", "cpu", torch.float16), ("ember", "ember", torch.float16)):
+        m = net().to(dev, dt)
+        xi = x.to(dev, dt).requires_grad_()
+        y = m(xi)
+        y.float().pow(2).sum().backward()
+        res[tag] = [y.detach(), xi.grad] + [p.grad for p in m.parameters()]
+    for exact, cpu, ember in zip(res["exact"], res["cpu"], res["ember"]):
+        err_cpu = (cpu.double() - exact).abs().max().item()
+        err_ember = (ember.cpu().double() - exact).abs().max().item()
+        assert err_ember <= err_cpu + 2**-11 * exact.abs().max().item(), (err_ember, err_cpu)
 
 
 def test_small_resnet_trains_natively_like_cpu(native_only):

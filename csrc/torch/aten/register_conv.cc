@@ -24,7 +24,8 @@ void check_devices(const at::Tensor& input, const at::Tensor& other, const char*
 }
 
 bool conv_dtype(const at::Tensor& t) {
-    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble || t.scalar_type() == at::kBFloat16;
+    const at::ScalarType s = t.scalar_type();
+    return s == at::kFloat || s == at::kDouble || s == at::kBFloat16 || s == at::kHalf;
 }
 
 kernels::ConvParams params_of(int64_t spatial, c10::IntArrayRef stride, c10::IntArrayRef padding,

@@ -19,9 +19,15 @@ namespace {
 
 // A float tensor of 3 or 4 dims that is not empty, or is empty only by a batch of 0 (which the
 // CPU pools into an empty result; other empty dims get its error through the fallback).
+bool float_dtype(at::ScalarType t) {
+    return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
+}
+
+bool reduced(at::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf; }
+
 bool pool_dtype(const at::Tensor& t) {
     const bool empty_batch = t.dim() == 4 && t.size(0) == 0 && t.size(1) > 0 && t.size(2) > 0 && t.size(3) > 0;
-    return (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble || t.scalar_type() == at::kBFloat16) &&
+    return float_dtype(t.scalar_type()) &&
            (t.dim() == 3 || t.dim() == 4) && (t.numel() > 0 || empty_batch);
 }
 
@@ -214,7 +220,7 @@ struct Pool3d {
 bool pool3d_dtype(const at::Tensor& t) {
     bool empty_batch = t.dim() == 5 && t.size(0) == 0;
     for (int64_t d = 1; empty_batch && d < 5; ++d) empty_batch = t.size(d) > 0;
-    return (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble || t.scalar_type() == at::kBFloat16) &&
+    return float_dtype(t.scalar_type()) &&
            (t.dim() == 4 || t.dim() == 5) && (t.numel() > 0 || empty_batch);
 }
 
@@ -236,13 +242,14 @@ Pool3d pool3d_shape(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArr
     return g;
 }
 
-at::Tensor in_float(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat) : t; }
+at::Tensor in_float(const at::Tensor& t) { return reduced(t.scalar_type()) ? t.to(at::kFloat) : t; }
 
 at::Tensor& avg_pool3d_out(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                            c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override, at::Tensor& out) {
-    // The CPU has no bfloat16 avg_pool3d (its error is kept); adaptive pooling has one.
-    if (!pool3d_dtype(self) || self.scalar_type() == at::kBFloat16 || !pool3d_args(kernel, stride, padding) ||
+    // The CPU's avg_pool3d has no bfloat16 (its error is kept) and rounds float16 per step; adaptive pooling
+    // has both.
+    if (!pool3d_dtype(self) || reduced(self.scalar_type()) || !pool3d_args(kernel, stride, padding) ||
         (divisor_override && *divisor_override == 0) || out.scalar_type() != self.scalar_type()) {
         return cpu<ATEN_OP2(avg_pool3d, out)>(self, kernel, stride, padding, ceil_mode, count_include_pad,
                                               divisor_override, out);
@@ -279,7 +286,7 @@ at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad, const at::Tensor& se
                                     c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
                                     bool count_include_pad, std::optional<int64_t> divisor_override,
                                     at::Tensor& grad_input) {
-    if (!pool3d_dtype(self) || self.scalar_type() == at::kBFloat16 || !pool3d_args(kernel, stride, padding) ||
+    if (!pool3d_dtype(self) || reduced(self.scalar_type()) || !pool3d_args(kernel, stride, padding) ||
         (divisor_override && *divisor_override == 0) || grad.scalar_type() != self.scalar_type() || grad.dim() != self.dim() || !on_device(self.device(), grad) ||
         grad_input.scalar_type() != self.scalar_type()) {
         return cpu<ATEN_OP2(avg_pool3d_backward, grad_input)>(grad, self, kernel, stride, padding, ceil_mode,

@@ -5,8 +5,8 @@ the CPU) up to --max-samples sample inputs run once on the CPU and once with eve
 ember. Outputs must match (`torch.testing.assert_close`, equal_nan, exact dtypes and exact integer
 results; float tolerances are assert_close's, a little looser for float32/bf16/fp16, widened by
 the OpInfo's own cross-device overrides); when the CPU raises, ember must raise too. Outputs that
-draw random numbers are compared by shape and dtype only. For float32 the gradients of the sum of
-all floating outputs are compared too. Each (op, dtype), forward and backward, is classified:
+draw random numbers are compared by shape and dtype only. For float32 and float64 (what gradcheck
+uses) the gradients of the sum of all floating outputs are compared too. Each (op, dtype), forward and backward, is classified:
 
   native-pass    matched, and nothing fell back to the CPU
   fallback-pass  matched, but some aten ops ran on the CPU fallback (listed)
@@ -98,7 +98,7 @@ def check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward=True,
 
 def _check_op_dtype(op, dtype, *, max_samples, op_time_limit, end, backward, trace=None) -> dict:
     trace = trace or (lambda kind, index, summary, result=None: None)
-    want_backward = backward and dtype == torch.float32
+    want_backward = backward and dtype in (torch.float32, torch.float64)
     skip = skip_before_running(op, dtype, end)
     if skip:
         return skipped_row(full_name(op), dtype, skip, op_passes(dtype, {"backward": backward}))
