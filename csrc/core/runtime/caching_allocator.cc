@@ -14,6 +14,7 @@ constexpr size_t kSmallSize = 1 << 20;         // requests up to this use the sm
 constexpr size_t kSmallSegment = 2 << 20;      // small pool segments
 constexpr size_t kSegmentRound = 2 << 20;      // large segments round to this
 constexpr size_t kLargeSplitRemainder = 1 << 20;
+constexpr size_t kMaxSpare = 256;              // recycled Blocks and container nodes kept, each
 
 size_t round_size(size_t n) { return n < kMinBlock ? kMinBlock : (n + kMinBlock - 1) / kMinBlock * kMinBlock; }
 
@@ -41,10 +42,54 @@ CachingAllocator::~CachingAllocator() {
     std::lock_guard<std::mutex> lock(mu_);
     for (Block* b : pending_) b->uses.clear();
     for (auto& [base, size] : segments_) std::free(const_cast<char*>(base));
+    for (Block* b : spare_blocks_) delete b;
+}
+
+CachingAllocator::Block* CachingAllocator::make_block() {
+    if (spare_blocks_.empty()) return new Block();
+    Block* b = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    return b;
+}
+
+void CachingAllocator::drop_block(Block* b) {
+    if (spare_blocks_.size() >= kMaxSpare) {
+        delete b;
+        return;
+    }
+    std::vector<std::pair<Stream*, uint64_t>> uses = std::move(b->uses);
+    uses.clear();
+    *b = Block();
+    b->uses = std::move(uses);  // keeps its capacity
+    spare_blocks_.push_back(b);
+}
+
+void CachingAllocator::track(Block* b) {
+    if (spare_map_nodes_.empty()) {
+        allocated_.emplace(b->ptr, b);
+        return;
+    }
+    auto node = std::move(spare_map_nodes_.back());
+    spare_map_nodes_.pop_back();
+    node.key() = b->ptr;
+    node.mapped() = b;
+    allocated_.insert(std::move(node));
+}
+
+void CachingAllocator::untrack(std::unordered_map<void*, Block*>::iterator it) {
+    auto node = allocated_.extract(it);
+    if (spare_map_nodes_.size() < kMaxSpare) spare_map_nodes_.push_back(std::move(node));
 }
 
 void CachingAllocator::pool_insert(Block* b) {
-    pool_of(b).insert(b);
+    if (spare_pool_nodes_.empty()) {
+        pool_of(b).insert(b);
+    } else {
+        auto node = std::move(spare_pool_nodes_.back());
+        spare_pool_nodes_.pop_back();
+        node.value() = b;
+        pool_of(b).insert(std::move(node));
+    }
     if (b->is_split()) {
         for_pool(b->is_small, [&](int i) {
             stats_.inactive_split[i].add(1);
@@ -54,7 +99,8 @@ void CachingAllocator::pool_insert(Block* b) {
 }
 
 void CachingAllocator::pool_erase(Block* b) {
-    pool_of(b).erase(b);
+    auto node = pool_of(b).extract(b);
+    if (!node.empty() && spare_pool_nodes_.size() < kMaxSpare) spare_pool_nodes_.push_back(std::move(node));
     if (b->is_split()) {
         for_pool(b->is_small, [&](int i) {
             stats_.inactive_split[i].add(-1);
@@ -83,7 +129,7 @@ StatusOr<CachingAllocator::Block*> CachingAllocator::new_segment(size_t size, St
     }
     void* mem = std::aligned_alloc(4096, seg);
     if (mem == nullptr) return out_of_memory("host");
-    auto* b = new Block();
+    Block* b = make_block();
     b->ptr = static_cast<char*>(mem);
     b->size = seg;
     b->stream = stream;
@@ -101,7 +147,7 @@ CachingAllocator::Block* CachingAllocator::split(Block* b, size_t size, Pool& po
     size_t remaining = b->size - size;
     bool worth = b->is_small ? remaining >= kMinBlock : remaining > kLargeSplitRemainder;
     if (!worth) return b;
-    auto* rest = new Block();
+    Block* rest = make_block();
     rest->ptr = b->ptr + size;
     rest->size = remaining;
     rest->stream = b->stream;
@@ -152,7 +198,7 @@ StatusOr<void*> CachingAllocator::allocate(size_t bytes, Stream& stream) {
     b->allocated = true;
     b->requested = bytes;
     b->graph = capturing_graph_;
-    allocated_.emplace(b->ptr, b);
+    track(b);
     int64_t sz = static_cast<int64_t>(b->size);
     for_pool(b->is_small, [&](int i) {
         stats_.allocation[i].add(1);
@@ -175,7 +221,7 @@ void CachingAllocator::free(void* ptr) {
     auto it = allocated_.find(ptr);
     if (it == allocated_.end()) return;  // not ours: a bug upstream, but never crash in a deleter
     Block* b = it->second;
-    allocated_.erase(it);
+    untrack(it);
     b->allocated = false;
     b->free_fence = b->stream->enqueued();
     int64_t sz = static_cast<int64_t>(b->size);
@@ -277,7 +323,7 @@ void CachingAllocator::release_block(Block* b) {
             n->size += b->size;
             n->next = b->next;
             if (n->next) n->next->prev = n;
-            delete b;
+            drop_block(b);
             b = n;
         } else {
             b->graph = graph;
@@ -285,7 +331,7 @@ void CachingAllocator::release_block(Block* b) {
             b->size += n->size;
             b->next = n->next;
             if (b->next) b->next->prev = b;
-            delete n;
+            drop_block(n);
         }
     }
     pool_insert(b);
@@ -339,7 +385,7 @@ void CachingAllocator::release_cached_segments() {
             ++stats_.num_device_free;
             segments_.erase(b->ptr);
             std::free(b->ptr);
-            delete b;
+            drop_block(b);
         }
     }
 }
