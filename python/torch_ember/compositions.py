@@ -11,6 +11,8 @@ import struct
 
 import torch
 
+from .resample_aa import ops as _resample_aa_ops
+
 def _replication_pad_backward(grad, self, padding):
     """The adjoint of edge padding: each padded position's gradient goes back to the edge cell it
     copied, dim by dim from the last (padding lists (left, right) pairs from the last dim)."""
@@ -738,6 +740,7 @@ OWN = {
     **{name: _refusing_negative_slope_from_result(op, "elu", 1, 4) for name, op in (
         ("elu_backward", torch.ops.aten.elu_backward.default),
         ("elu_backward.grad_input", torch.ops.aten.elu_backward.grad_input))},
+    **_resample_aa_ops(_with_out),
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_) or mutate in place.

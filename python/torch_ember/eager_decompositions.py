@@ -106,6 +106,8 @@ OPS = (
     "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
     "fake_quantize_per_tensor_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
     "fake_quantize_per_channel_affine_cachemask", "is_set_to",
+    *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
+      for suffix in ("", ".out", "_backward", "_backward.grad_input")),
 )
 
 # Ops whose first tensor argument may be an integer or bool tensor and still be served by the
