@@ -688,3 +688,13 @@ def test_empty_splits_and_0d_variance_compile():
     for got, want in zip(_compile(f)(x.to("ember"), s.to("ember")), f(x, s)):
         assert got.shape == want.shape
         torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+def test_take_with_a_0d_index_compiles():
+    # PyTorch's take decomposition read a 0-d index as a Python int (a data-dependent guard);
+    # every index shape compiles strictly, negative indices wrap as eagerly.
+    for x, i in ((torch.tensor(3.0), torch.tensor(0)), (torch.randn(5), torch.tensor(-2)),
+                 (torch.randn(3, 4), torch.tensor([[0, -1], [11, 2]]))):
+        torch._dynamo.reset()
+        f = torch.compile(torch.take, backend="ember", fullgraph=True)
+        torch.testing.assert_close(f(x.to("ember"), i.to("ember")).cpu(), torch.take(x, i))

@@ -40,6 +40,9 @@ def decomposition_table() -> dict:
     # composite traces fine.
     for op in (aten.tensor_split.tensor_indices_or_sections,):
         table.pop(op, None)
+    # take's (flat[index]) reads a 0-d index as a Python int; indexing by the flattened index
+    # keeps it a tensor (negative indices still wrap, out-of-range ones still raise).
+    table[aten.take.default] = _take
     # Decompositions that disagree with PyTorch's own CPU kernel (DISAGREEING) are dropped,
     # both from this table and as the Python Autograd kernels torch._decomp installs for tracing,
     # which would otherwise apply them to any traced graph (Inductor's included).
@@ -60,6 +63,10 @@ def decomposition_table() -> dict:
         if op in table:
             table[op] = _unless(declines, table[op])
     return table
+
+
+def _take(self, index):
+    return self.reshape(-1)[index.reshape(-1)].reshape(index.shape)
 
 
 def _unless(declines, decomposition):
