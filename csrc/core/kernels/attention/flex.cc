@@ -1,7 +1,6 @@
 #include "kernels/attention/flex.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -180,24 +179,12 @@ Status scores(const Problem& p, const Shape& s, int64_t b, int64_t h, int64_t r0
     return Status();
 }
 
-// Runs fn(task) for tasks [0, n) over the pool; returns the first error.
+// Runs fn(task) for tasks [0, n), over the pool when there is one; returns the first error.
 template <typename F>
 Status for_tasks(int64_t n, runtime::ThreadPool* pool, F&& fn) {
-    std::mutex mu;
-    Status first;
-    std::atomic<bool> failed{false};
-    auto body = [&](int64_t lo, int64_t hi) {
-        for (int64_t t = lo; t < hi && !failed.load(std::memory_order_relaxed); ++t) {
-            Status st = fn(t);
-            if (!st.ok()) {
-                std::lock_guard<std::mutex> lock(mu);
-                if (!failed.exchange(true)) first = st;
-            }
-        }
-    };
-    if (pool && n > 1) pool->parallel_for(n, 1, body);
-    else body(0, n);
-    return first;
+    if (pool != nullptr) return pool->for_each_item(n, [&](int64_t t, runtime::ThreadPool*) { return fn(t); });
+    for (int64_t t = 0; t < n; ++t) EMBER_RETURN_IF_ERROR(fn(t));
+    return Status();
 }
 
 }  // namespace

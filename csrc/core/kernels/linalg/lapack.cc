@@ -1,8 +1,6 @@
 #include "kernels/linalg/lapack.h"
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
 #include <string>
 
 namespace ember::kernels {
@@ -45,28 +43,17 @@ int32_t* int_row(const TensorView& v, int64_t b) {
     return static_cast<int32_t*>(v.data) + i * v.strides[0];
 }
 
-// Runs fn(b) for every matrix, chunked so that a chunk holds about kGrain multiply-adds (small
-// matrices do not pay a pool hand-off each); returns the first error.
+// Runs fn(b) for every matrix, on the pool only when the batch holds more than about kGrain
+// multiply-adds (a batch of small matrices does not pay a pool hand-off); returns the first error.
 template <typename F>
 Status for_each_matrix(int64_t batch, int64_t n, runtime::ThreadPool* pool, F&& fn) {
     constexpr int64_t kGrain = 1 << 18;
     const int64_t work = std::max<int64_t>(1, n * n * n);
     const int64_t grain = std::max<int64_t>(1, kGrain / work);
-    std::mutex mu;
-    Status first;
-    std::atomic<bool> failed{false};
-    auto body = [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end && !failed.load(std::memory_order_relaxed); ++b) {
-            Status s = fn(b);
-            if (!s.ok()) {
-                std::lock_guard<std::mutex> lock(mu);
-                if (!failed.exchange(true)) first = s;
-            }
-        }
-    };
-    if (pool && batch > grain) pool->parallel_for(batch, grain, body);
-    else body(0, batch);
-    return first;
+    if (pool != nullptr && batch > grain)
+        return pool->for_each_item(batch, [&](int64_t b, runtime::ThreadPool*) { return fn(b); });
+    for (int64_t b = 0; b < batch; ++b) EMBER_RETURN_IF_ERROR(fn(b));
+    return Status();
 }
 
 template <typename T>
