@@ -13,6 +13,7 @@ import torch
 
 from .resample_aa import ops as _resample_aa_ops
 
+
 def _replication_pad_backward(grad, self, padding):
     """The adjoint of edge padding: each padded position's gradient goes back to the edge cell it
     copied, dim by dim from the last (padding lists (left, right) pairs from the last dim)."""

@@ -6,7 +6,8 @@ ember. Outputs must match (`torch.testing.assert_close`, equal_nan, exact dtypes
 results; float tolerances are assert_close's, a little looser for float32/bf16/fp16, widened by
 the OpInfo's own cross-device overrides); when the CPU raises, ember must raise too. Outputs that
 draw random numbers are compared by shape and dtype only. For float32 and float64 (what gradcheck
-uses) the gradients of the sum of all floating outputs are compared too. Each (op, dtype), forward and backward, is classified:
+uses) the gradients of the sum of all floating outputs are compared too. Each (op, dtype),
+forward and backward, is classified:
 
   native-pass    matched, and nothing fell back to the CPU
   fallback-pass  matched, but some aten ops ran on the CPU fallback (listed)
