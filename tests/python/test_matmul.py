@@ -142,3 +142,21 @@ def test_empty_inner_dimension_scales_the_input(dtype, no_fallback):
                            torch.addmm(c, a, b, beta=beta))
     assert torch.equal(torch.baddbmm(c[None].to("ember"), a[None].to("ember"), b[None].to("ember")).cpu(),
                        torch.baddbmm(c[None], a[None], b[None]))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_products_accumulate_in_float32_and_round_once(dtype, no_fallback):
+    # Long sums: a 16-bit accumulator would be far off; float32 accumulation rounded once to the
+    # 16-bit type is what every 16-bit GEMM promises (and what ember computes, natively or by
+    # widening to float32 on CPUs without the 16-bit dot instructions).
+    a, b = torch.randn(3, 40, 2048).to(dtype), torch.randn(3, 2048, 24).to(dtype)
+    c = torch.randn(3, 40, 24).to(dtype)
+    e = lambda t: t.to("ember")
+    want = (a.float() @ b.float()).to(dtype)
+    torch.testing.assert_close(torch.bmm(e(a), e(b)).cpu(), want, atol=0, rtol=2 ** -7)
+    want = (0.5 * c.float() + 2.0 * (a.float() @ b.float())).to(dtype)
+    torch.testing.assert_close(torch.baddbmm(e(c), e(a), e(b), beta=0.5, alpha=2.0).cpu(), want,
+                               atol=1e-2, rtol=2 ** -7)
+    nan = torch.full((40, 24), float("nan"), dtype=dtype)
+    r = torch.addmm(e(nan), e(a[0]), e(b[0]), beta=0, alpha=-1.0)
+    torch.testing.assert_close(r.cpu(), (-(a[0].float() @ b[0].float())).to(dtype), atol=0, rtol=2 ** -7)
