@@ -20,6 +20,7 @@
 #include "../graph_capture.h"
 #include "../profiler_bridge.h"
 #include "base/env.h"
+#include "kernels/gemm/gemm.h"
 #include "runtime/device.h"
 #include "runtime/host_signal.h"
 
@@ -144,6 +145,8 @@ PYBIND11_MODULE(_C, m) {
         py::gil_scoped_release no_gil;
         drain_autograd_threads();
     });
+    // The float32 block product (kernels::block_sgemm) that translated Triton kernels call for tl.dot.
+    m.def("_block_sgemm_address", [] { return reinterpret_cast<uintptr_t>(kernels::block_sgemm()); });
     m.def("_num_threads", [](int index) { return dev(index).pool().num_threads(); });
     m.def("_device_memory_capacity", [](int index) { return dev(index).allocator().capacity(); });
     m.def("_memory_summary", [](int index) { return dev(index).allocator().summary(); });

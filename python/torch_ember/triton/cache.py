@@ -105,12 +105,14 @@ def loadable_path(binary: bytes) -> Path:
 
 @functools.lru_cache(maxsize=None)
 def load_runtime() -> None:
-    """Build (once, cached) and load the runtime library kernels resolve their thread pool from;
-    RTLD_GLOBAL so that kernels loaded afterwards find its symbols."""
+    """Build (once, cached) and load the runtime library kernels resolve their thread pool and
+    block product from; RTLD_GLOBAL so that kernels loaded afterwards find its symbols."""
     import ctypes
+    from .. import _C
     from .runtime_h import RUNTIME_CPP
     key = "runtime-" + cache_key("")
     path = cache_dir() / f"{key}.so"
     if not path.exists():
         build(RUNTIME_CPP, key, "the Triton runtime")
-    ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    lib.ember_rt_set_block_sgemm(ctypes.c_void_p(_C._block_sgemm_address()))

@@ -5,7 +5,7 @@ package however it is installed, and so that its text is part of the compile-cac
 here recompiles every cached kernel. It holds what the generated code needs beyond plain C++:
 16-bit float storage types (converted through float, rounding to nearest even), NaN-aware min/max,
 guarded integer division, atomics on any element type through compare-and-swap, the dot product
-on fixed-size tiles, and the parallel loop that runs a kernel's programs on host threads.
+on fixed-size tiles (through the device's sgemm when large enough), and the parallel loop that runs a kernel's programs on host threads.
 """
 
 RUNTIME_H = r"""
@@ -154,10 +154,42 @@ template <class T> static inline T atomic_cas(T* p, T cmp, T v) {
   return bitcast_from<T>(&expected);
 }
 
-// d = c + a @ b on row-major tiles, accumulating in C's type (float for 16-bit inputs).
+// The device's single-threaded float32 block product (kernels::block_sgemm, a BLAS sgemm), set by
+// the runtime library's loader; null until then. Row-major C (m x n) = A (m x k) @ B (k x n),
+// plus C when accumulate.
+using block_sgemm_fn = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                                int64_t, float*, int64_t, bool);
+extern "C" block_sgemm_fn ember_rt_block_sgemm;
+
+// A tile as float32: the tile itself when it already is, else widened into `buf`.
+template <int SIZE, class T> static inline const float* as_f32(const T* t, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return t;
+  } else {
+    for (int i = 0; i < SIZE; ++i) buf[i] = (float)t[i];
+    return buf;
+  }
+}
+
+// d = c + a @ b on row-major tiles, accumulating in C's type (float for 16-bit inputs). Float32
+// accumulators of tiles big enough to pay for a library call go through the device's sgemm
+// (16-bit operands widen exactly first); the rest run the loop below.
 template <int M, int N, int K, class TA, class TB, class TC>
 static inline void dot(const TA* __restrict a, const TB* __restrict b, const TC* c, TC* __restrict d) {
   using A = typename acc<TC>::type;
+  constexpr bool float_operands = !std::is_same_v<TA, double> && !std::is_integral_v<TA> &&
+                                  !std::is_same_v<TB, double> && !std::is_integral_v<TB>;
+  if constexpr (std::is_same_v<TC, float> && float_operands && (int64_t)M * N * K >= 16384) {
+    if (ember_rt_block_sgemm) {
+      static thread_local float abuf[std::is_same_v<TA, float> ? 1 : M * K];
+      static thread_local float bbuf[std::is_same_v<TB, float> ? 1 : K * N];
+      const float* af = as_f32<M * K>(a, abuf);
+      const float* bf = as_f32<K * N>(b, bbuf);
+      if (d != c) std::memcpy(d, c, sizeof(float) * M * N);
+      ember_rt_block_sgemm(false, false, M, N, K, af, K, bf, N, d, N, true);
+      return;
+    }
+  }
   static thread_local A accum[M * N];
   static thread_local A bt[K * N];
   for (int i = 0; i < K * N; ++i) bt[i] = (A)(typename acc<TB>::type)b[i];
@@ -279,6 +311,13 @@ Pool& pool() {
 }
 
 }  // namespace
+
+using block_sgemm_fn = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                                int64_t, float*, int64_t, bool);
+extern "C" {
+block_sgemm_fn ember_rt_block_sgemm = nullptr;
+void ember_rt_set_block_sgemm(void* fn) { ember_rt_block_sgemm = (block_sgemm_fn)fn; }
+}
 
 extern "C" void ember_rt_parallel(int64_t total, int nthreads, size_t scratch, Fn fn, void* ctx) {
   if (total <= 0) return;
