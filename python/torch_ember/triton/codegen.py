@@ -22,7 +22,7 @@ import struct
 from .ttir import Op, Ty, find_top, parse_module, parse_type, split_top
 
 # Bumped whenever the generated code changes meaning, so cached shared objects are rebuilt.
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "4"
 
 
 class UnsupportedTritonOp(NotImplementedError):
@@ -399,12 +399,17 @@ def _fn(name):
     return lambda *a, ft: f"std::{name}({', '.join(a)})"
 
 
+def _vfn(name):
+    """Ember's vectorizable float version (vec_math.h; <cmath>'s for double)."""
+    return lambda *a, ft: f"ember::vmath::{name}({', '.join(a)})"
+
+
 _MATH_UNARY = {
-    "exp": _fn("exp"), "exp2": _fn("exp2"), "log": _fn("log"), "log2": _fn("log2"),
-    "log1p": _fn("log1p"), "expm1": _fn("expm1"), "sqrt": _fn("sqrt"),
+    "exp": _vfn("exp"), "exp2": _vfn("exp2"), "log": _vfn("log"), "log2": _fn("log2"),
+    "log1p": _vfn("log1p"), "expm1": _fn("expm1"), "sqrt": _fn("sqrt"),
     "rsqrt": lambda x, ft: f"(({ft})1 / std::sqrt({x}))",
     "absf": _fn("fabs"), "ceil": _fn("ceil"), "floor": _fn("floor"), "sin": _fn("sin"),
-    "cos": _fn("cos"), "tan": _fn("tan"), "tanh": _fn("tanh"), "erf": _fn("erf"),
+    "cos": _fn("cos"), "tan": _fn("tan"), "tanh": _vfn("tanh"), "erf": _vfn("erf"),
     "trunc": _fn("trunc"), "round": _fn("round"), "roundeven": _fn("nearbyint"),
     "cbrt": _fn("cbrt"), "atan": _fn("atan"), "asin": _fn("asin"), "acos": _fn("acos"),
     "sinh": _fn("sinh"), "cosh": _fn("cosh"), "fma": _fn("fma"), "powf": _fn("pow"),

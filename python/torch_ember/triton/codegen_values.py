@@ -276,6 +276,10 @@ def _atomic_cas(t: Translator, op: Op):
              lambda i: f"em::atomic_cas<{c}>({raw(ptr, i)}, ({c}){raw(cmp, i)}, ({c}){raw(val, i)})")
 
 
+# The math functions vec_math.h has in a vectorizable float version (and <cmath>'s for double).
+_VMATH = {"exp", "exp2", "log", "log1p", "tanh", "erf"}
+
+
 @handles("tt.dot")
 def _dot(t: Translator, op: Op):
     a, b, c = (t.get(x, op) for x in op.operands())
@@ -400,7 +404,8 @@ def _extern(t: Translator, op: Op):
         name = base[:-1]
     args = [f"(({ft}){v.at('{i}')})" for v in ins]
     if name is not None:
-        tmpl = f"std::{name}({', '.join(args)})"
+        ns = "ember::vmath" if name in _VMATH else "std"
+        tmpl = f"{ns}::{name}({', '.join(args)})"
     elif base in ("rsqrtf", "rsqrt"):
         tmpl = f"(({ft})1 / std::sqrt({args[0]}))"
     elif base in ("isnanf", "isnand", "isnan"):

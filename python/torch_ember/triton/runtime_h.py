@@ -2,13 +2,21 @@
 
 Kept as a Python string (not a header file next to the sources) so that it travels with the
 package however it is installed, and so that its text is part of the compile-cache key: a change
-here recompiles every cached kernel. It holds what the generated code needs beyond plain C++:
+here recompiles every cached kernel. It starts with torch_ember/vec_math.h (exp, exp2, log,
+log1p, tanh and erf on float written so that loops over them vectorize, as in Ember's own
+kernels) and holds what else the generated code needs beyond plain C++:
 16-bit float storage types (converted through float, rounding to nearest even), NaN-aware min/max,
 guarded integer division, atomics on any element type through compare-and-swap, the dot product
 on fixed-size tiles (through the device's sgemm when large enough), and the parallel loop that runs a kernel's programs on host threads.
 """
 
-RUNTIME_H = r"""
+def _vec_math() -> str:
+    """torch_ember/vec_math.h, the vectorizable float math Ember's own kernels use."""
+    from pathlib import Path
+    return (Path(__file__).resolve().parent.parent / "include" / "torch_ember" / "vec_math.h").read_text()
+
+
+RUNTIME_H = _vec_math() + r"""
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -1,6 +1,6 @@
 // Inlinable float math for generated kernels: exp, log, tanh and erf as LLVM functions, emitted
 // once per module on first use and always inlined. Polynomials are Cephes' (as in
-// kernels/vec_math.h), so compiled and eager results agree to an ulp or two.
+// torch_ember/vec_math.h), so compiled and eager results agree to an ulp or two.
 #pragma once
 
 #include <initializer_list>

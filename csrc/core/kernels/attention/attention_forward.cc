@@ -8,7 +8,7 @@
 
 #include "kernels/attention/attention_internal.h"
 #include "kernels/elementwise/simd.h"
-#include "kernels/vec_math.h"
+#include "torch_ember/vec_math.h"
 
 namespace ember::kernels {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "kernels/elementwise/simd.h"
 #include "kernels/gemm/gemm.h"
-#include "kernels/vec_math.h"
+#include "torch_ember/vec_math.h"
 
 namespace ember::kernels::flex {
 namespace {

@@ -4,7 +4,7 @@
 #include "kernels/elementwise/block_io.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/simd.h"
-#include "kernels/vec_math.h"
+#include "torch_ember/vec_math.h"
 
 namespace ember::kernels {
 namespace {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/elementwise/simd.h"
-#include "kernels/vec_math.h"
+#include "torch_ember/vec_math.h"
 #include "kernels/norm/norm.h"
 #include "kernels/norm/row_io.h"
 

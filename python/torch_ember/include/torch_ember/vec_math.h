@@ -1,5 +1,7 @@
-// Elementwise math written without library calls, so loops that use it vectorize in the AVX2 and
-// AVX-512 clones (a call to std::exp keeps a loop scalar). Float only; double keeps <cmath>.
+// Elementwise math written without library calls, so loops that use it vectorize (a call to
+// std::exp keeps a loop scalar). Float only; double keeps <cmath>. Header-only and free of any
+// other include of Ember's: Ember's own kernels, translated Triton kernels and C++ extensions
+// (#include <torch_ember/vec_math.h>) compute exp, tanh, erf, log and log1p with the same code.
 //
 // exp: Cephes' expf, 2^n * p(r) with |r| <= ln2/2, within 1.01 ulp of the exact value over the
 // whole float range (measured on a sweep against double exp; PyTorch's vectorized exp promises
@@ -17,16 +19,27 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
-#include "kernels/dtype.h"
-
-namespace ember::kernels::vmath {
+namespace ember::vmath {
 
 #if defined(__GNUC__)
 #define EMBER_VMATH_INLINE __attribute__((always_inline)) inline
 #else
 #define EMBER_VMATH_INLINE inline
 #endif
+
+EMBER_VMATH_INLINE float bits_to_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+EMBER_VMATH_INLINE uint32_t float_to_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
 
 EMBER_VMATH_INLINE float pow2i(int32_t k) { return bits_to_float(static_cast<uint32_t>(k + 127) << 23); }
 
@@ -49,6 +62,25 @@ EMBER_VMATH_INLINE float exp(float x) {
     p = p * (r * r) + r + 1.f;
     const float y = p * pow2i(n >> 1) * pow2i(n - (n >> 1));
     return x != x ? x : (x > -104.5f ? y : 0.f);
+}
+
+// exp2: 2^n * 2^r with n = round(x) and r = x - n exact; 2^r = exp(r ln2) by exp's polynomial
+// (|r ln2| <= ln2/2, the range it was fitted on).
+EMBER_VMATH_INLINE float exp2(float x) {
+    float c = x > -151.f ? x : 0.f;
+    c = c < 128.f ? c : 128.f;
+    const float fn = (c + 12582912.f) - 12582912.f;
+    const int32_t n = static_cast<int32_t>(fn);
+    const float r = (c - fn) * 0.693147180559945309f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.f;
+    const float y = p * pow2i(n >> 1) * pow2i(n - (n >> 1));
+    return x != x ? x : (x > -151.f ? y : 0.f);
 }
 
 EMBER_VMATH_INLINE float tanh(float x) {
@@ -125,9 +157,10 @@ EMBER_VMATH_INLINE float log1p(float x) {
 }
 
 inline double exp(double x) { return std::exp(x); }
+inline double exp2(double x) { return std::exp2(x); }
 inline double log(double x) { return std::log(x); }
 inline double log1p(double x) { return std::log1p(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
 
-}  // namespace ember::kernels::vmath
+}  // namespace ember::vmath
