@@ -16,8 +16,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+# -fno-trapping-math: nothing reads the floating-point exception flags, and without it the
+# compiler keeps every loop whose body selects between float results (vec_math's exp, masked
+# loads' `other`) scalar.
 CXX_FLAGS = ["-O3", "-march=native", "-std=c++17", "-fPIC", "-shared", "-fwrapv",
-             "-fno-strict-aliasing", "-fno-math-errno", "-pthread", "-w"]
+             "-fno-strict-aliasing", "-fno-math-errno", "-fno-trapping-math", "-pthread", "-w"]
 
 
 def cxx() -> str:
@@ -55,11 +58,11 @@ def cache_dir() -> Path:
 
 
 def cache_key(ttir: str) -> str:
-    from .codegen import CODEGEN_VERSION
+    from .codegen import codegen_version
     from .runtime_h import RUNTIME_CPP, RUNTIME_H
     compiler = cxx()
     h = hashlib.sha256()
-    for part in (ttir, CODEGEN_VERSION, RUNTIME_H, RUNTIME_CPP, " ".join(CXX_FLAGS), compiler, cxx_version(compiler),
+    for part in (ttir, codegen_version(), RUNTIME_H, RUNTIME_CPP, " ".join(CXX_FLAGS), compiler, cxx_version(compiler),
                  cpu_flags()):
         h.update(part.encode())
         h.update(b"\0")

@@ -14,15 +14,27 @@ from, rather than producing code that might be wrong.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import linecache
 import math
 import re
 import struct
+from pathlib import Path
 
 from .ttir import Op, Ty, find_top, parse_module, parse_type, split_top
 
-# Bumped whenever the generated code changes meaning, so cached shared objects are rebuilt.
-CODEGEN_VERSION = "4"
+@functools.lru_cache(maxsize=None)
+def codegen_version() -> str:
+    """A hash of the translator's own sources and the prelude it emits: part of every cache key
+    of translated kernels (ours and Triton's), so a changed translator never serves a binary
+    built by an older one."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in ("codegen.py", "codegen_values.py", "codegen_control.py", "ttir.py", "runtime_h.py"):
+        h.update((here / f).read_bytes())
+    h.update((here.parent / "include" / "torch_ember" / "vec_math.h").read_bytes())
+    return h.hexdigest()[:16]
 
 
 class UnsupportedTritonOp(NotImplementedError):
@@ -73,12 +85,44 @@ class V:
         self.name = name
         self.ty = ty
 
+    def raw(self, idx: str = "_i") -> str:
+        """One element as stored (16-bit floats as their storage type)."""
+        return f"{self.name}[{idx}]" if self.ty.is_tensor else self.name
+
     def at(self, idx: str = "_i") -> str:
         """Read one element (16-bit floats are read as float)."""
-        e = f"{self.name}[{idx}]" if self.ty.is_tensor else self.name
+        e = self.raw(idx)
         if self.ty.elem in ("f16", "bf16"):
             return f"((float){e})"
         return e
+
+
+class Lazy(V):
+    """A block value that is not stored: its element expression is inlined into the ops that read
+    it, so a chain of elementwise ops (and the splats, ranges and broadcasts feeding pointer
+    arithmetic) becomes one loop instead of one array pass each. Only pure ops are lazy: loads,
+    atomics and anything with an effect are emitted where they stand. A handler that needs the
+    array (`Translator.get`) stores it at that point."""
+
+    __slots__ = ("expr",)
+
+    def __init__(self, ty: Ty, expr):
+        self.ty = ty
+        self.expr = expr
+
+    @property
+    def name(self):
+        raise AssertionError("a lazy block value has no array; read it through Translator.get")
+
+    def raw(self, idx: str = "_i") -> str:
+        return f"({self.expr(idx)})"
+
+
+# Lazy values read by more than one op are stored instead when their expression is longer than
+# this (re-evaluating it per reader would cost more than a load); any longer than the second
+# limit are stored anyway, to keep the generated expressions readable for the C++ compiler.
+_SHARED_EXPR_CHARS = 64
+_MAX_EXPR_CHARS = 3000
 
 
 def _cast(expr: str, src: str, dst: str) -> str:
@@ -163,6 +207,11 @@ class Translator:
         # The function's labelled blocks, for branches; the blocks on the current branch path
         # (a branch back to one of them would be a loop), and how many blocks were emitted.
         self.blocks = {b.label: b for b in self.func.blocks if b.label}
+        # How many times each SSA value is read (its name's occurrences after the definition).
+        self.uses: dict[str, int] = {}
+        for tok in re.findall(r"%[\w.$-]+(?:#\d+)?", ttir_text):
+            self.uses[tok] = self.uses.get(tok, 0) + 1
+        self.uses = {k: n - 1 for k, n in self.uses.items()}
         self.branch_path: list[str] = []
         self.inlined = 0
 
@@ -189,11 +238,27 @@ class Translator:
         hint = re.sub(r"[^A-Za-z0-9_]", "_", hint.lstrip("%"))[:24]
         return f"v{self.counter}_{hint}"
 
-    def get(self, name: str, op: Op) -> V:
+    def get_lazy(self, name: str, op: Op) -> V:
+        """An operand for an elementwise read (V.raw / V.at), possibly a Lazy expression."""
         v = self.env.get(name)
         if v is None:
             raise UnsupportedTritonOp(f"value {name} used before definition in {self.where(op)}")
         return v
+
+    def get(self, name: str, op: Op) -> V:
+        """An operand with a C++ name: a lazy block value is stored here, before the op's code
+        (so never inside a loop the handler emits), and replaces the lazy one for the rest of
+        this scope."""
+        v = self.get_lazy(name, op)
+        if isinstance(v, Lazy):
+            v = self.store(v, name)
+            self.env[name] = v
+        return v
+
+    def store(self, v: Lazy, hint: str) -> V:
+        out = self.alloc(v.ty, hint)
+        self.emit(f"for (int _i = 0; _i < {v.ty.numel}; ++_i) {out.name}[_i] = {v.raw('_i')};")
+        return out
 
     def alloc(self, ty: Ty, hint: str) -> V:
         name = self.fresh(hint)
@@ -203,8 +268,16 @@ class Translator:
         self.emit(f"{ctype(ty)}* {name} = ({ctype(ty)}*)(scratch + {off});")
         return V(name, ty)
 
-    def define(self, result: str, ty: Ty, expr_of_index, hint=None) -> V:
-        """Define `result` elementwise: expr_of_index(idx) gives the element's C++ expression."""
+    def define(self, result: str, ty: Ty, expr_of_index, hint=None, lazy=False) -> V:
+        """Define `result` elementwise: expr_of_index(idx) gives the element's C++ expression.
+        With `lazy` (pure expressions only) a block value stays an expression (Lazy) unless it is
+        read more than once and costly to recompute."""
+        if ty.is_tensor and lazy:
+            n = len(expr_of_index("_i"))
+            if n <= _MAX_EXPR_CHARS and (n <= _SHARED_EXPR_CHARS or self.uses.get(result, 0) <= 1):
+                v = Lazy(ty, expr_of_index)
+                self.env[result] = v
+                return v
         if ty.is_tensor:
             v = self.alloc(ty, hint or result)
             self.emit(f"for (int _i = 0; _i < {ty.numel}; ++_i) {v.name}[_i] = {expr_of_index('_i')};")
@@ -302,7 +375,7 @@ class Translator:
         self.unsupported(op)
 
     def arith_binary(self, op: Op, short: str):
-        a, b = (self.get(x, op) for x in op.operands())
+        a, b = (self.get_lazy(x, op) for x in op.operands())
         ty = self.result_type(op)
         elem = ty.elem
         fn = _ARITH_BINARY[short]
@@ -313,10 +386,10 @@ class Translator:
             x, y = a.at(i), b.at(i)
             return fn(x, y, c, u, elem)
 
-        self.define(op.results[0], ty, expr)
+        self.define(op.results[0], ty, expr, lazy=True)
 
     def math_unary(self, op: Op, short: str):
-        ins = [self.get(x, op) for x in op.operands()]
+        ins = [self.get_lazy(x, op) for x in op.operands()]
         ty = self.result_type(op)
         ft = ftype(ty.elem)
         fn = _MATH_UNARY[short]
@@ -324,17 +397,19 @@ class Translator:
         def expr(i):
             return _cast(fn(*[f"(({ft}){v.at(i)})" for v in ins], ft=ft), ty.elem if not _is_float(ty.elem) else "f64" if ft == "double" else "f32", ty.elem)
 
-        self.define(op.results[0], ty, expr)
+        self.define(op.results[0], ty, expr, lazy=True)
 
     def cast(self, op: Op):
-        (src,) = (self.get(x, op) for x in op.operands())
+        (operand,) = op.operands()
+        src = self.get_lazy(operand, op)
         ty = self.result_type(op)
         kind = op.name.split(".")[1]
         s, d = src.ty.elem, ty.elem
         if kind in ("bitcast",) or op.name == "tt.bitcast":
             if src.ty.elem == "ptr" or ty.elem == "ptr":
-                return self.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})({src.at(i)})")
+                return self.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})({src.at(i)})", lazy=True)
             if ty.is_tensor:
+                src = self.get(operand, op)
                 v = self.alloc(ty, op.results[0])
                 self.emit(f"std::memcpy({v.name}, {src.name}, {ty.numel * _SIZE[d]});")
                 self.env[op.results[0]] = v
@@ -361,7 +436,7 @@ class Translator:
         else:
             def expr(i):
                 return _cast(src.at(i), s, d)
-        self.define(op.results[0], ty, expr)
+        self.define(op.results[0], ty, expr, lazy=True)
 
 
 # ----- elementwise tables ---------------------------------------------------------------------

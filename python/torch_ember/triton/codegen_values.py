@@ -8,7 +8,7 @@ import math
 import re
 
 from .codegen import (
-    Op, Translator, Ty, V, _CMPF, _CMPI, _EXTERN_MATH, _cast, _flat, _is_float, _literal,
+    Lazy, Op, Translator, Ty, V, _CMPF, _CMPI, _EXTERN_MATH, _cast, _flat, _is_float, _literal,
     _parse_scalar_literal, ctype, find_top, ftype, handles, parse_type, utype,
 )
 
@@ -31,7 +31,7 @@ def _constant(t: Translator, op: Op):
             t.env[op.results[0]] = v
             return
         lit = _literal(_parse_scalar_literal(inner, ty.elem), ty.elem)
-        t.define(op.results[0], ty, lambda i: lit)
+        t.define(op.results[0], ty, lambda i: lit, lazy=True)
         return
     lit = _literal(_parse_scalar_literal(val, ty.elem), ty.elem)
     v = V(t.fresh(op.results[0]), ty)
@@ -42,13 +42,13 @@ def _constant(t: Translator, op: Op):
 @handles("ub.poison")
 def _poison(t: Translator, op: Op):
     ty = t.result_type(op)
-    t.define(op.results[0], ty, lambda i: f"{ctype(ty.scalar())}{{}}")
+    t.define(op.results[0], ty, lambda i: f"{ctype(ty.scalar())}{{}}", lazy=True)
 
 
 @handles("arith.cmpi", "arith.cmpf")
 def _cmp(t: Translator, op: Op):
     pred = op.body.split(",", 1)[0].strip()
-    a, b = (t.get(x, op) for x in op.operands())
+    a, b = (t.get_lazy(x, op) for x in op.operands())
     ty = a.ty.with_elem("i1")
     if op.name == "arith.cmpi":
         if pred not in _CMPI:
@@ -56,24 +56,24 @@ def _cmp(t: Translator, op: Op):
         o = _CMPI[pred]
         if pred.startswith("u"):
             u = utype(a.ty.elem) if a.ty.elem != "ptr" else "uintptr_t"
-            t.define(op.results[0], ty, lambda i: f"(({u}){a.at(i)} {o} ({u}){b.at(i)})")
+            t.define(op.results[0], ty, lambda i: f"(({u}){a.at(i)} {o} ({u}){b.at(i)})", lazy=True)
         else:
-            t.define(op.results[0], ty, lambda i: f"({a.at(i)} {o} {b.at(i)})")
+            t.define(op.results[0], ty, lambda i: f"({a.at(i)} {o} {b.at(i)})", lazy=True)
     else:
         if pred not in _CMPF:
             t.unsupported(op, pred)
         f = _CMPF[pred]
-        t.define(op.results[0], ty, lambda i: f.format(x=a.at(i), y=b.at(i)))
+        t.define(op.results[0], ty, lambda i: f.format(x=a.at(i), y=b.at(i)), lazy=True)
 
 
 @handles("arith.select")
 def _select(t: Translator, op: Op):
-    c, a, b = (t.get(x, op) for x in op.operands())
+    c, a, b = (t.get_lazy(x, op) for x in op.operands())
     ty = t.result_type(op)
     if ty.elem in ("f16", "bf16"):
-        t.define(op.results[0], ty, lambda i: f"({c.at(i)} ? {a.name}{'[' + i + ']' if a.ty.is_tensor else ''} : {b.name}{'[' + i + ']' if b.ty.is_tensor else ''})")
+        t.define(op.results[0], ty, lambda i: f"({c.at(i)} ? {a.raw(i)} : {b.raw(i)})", lazy=True)
     else:
-        t.define(op.results[0], ty, lambda i: f"({c.at(i)} ? {a.at(i)} : {b.at(i)})")
+        t.define(op.results[0], ty, lambda i: f"({c.at(i)} ? {a.at(i)} : {b.at(i)})", lazy=True)
 
 
 @handles("tt.get_program_id", "tt.get_num_programs")
@@ -88,37 +88,49 @@ def _pid(t: Translator, op: Op):
 def _make_range(t: Translator, op: Op):
     start = int(op.attr("start").split(":")[0])
     ty = t.result_type(op)
-    t.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})({start} + {i})")
+    t.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})({start} + {i})", lazy=True)
 
 
 @handles("tt.splat")
 def _splat(t: Translator, op: Op):
     (src,) = (t.get(x, op) for x in op.operands())
     ty = t.result_type(op)
-    t.define(op.results[0], ty, lambda i: src.name)
+    t.define(op.results[0], ty, lambda i: src.name, lazy=True)
 
 
 @handles("tt.expand_dims", "tt.reshape")
 def _reshape(t: Translator, op: Op):
-    (src,) = (t.get(x, op) for x in op.operands())
+    (src,) = (t.get_lazy(x, op) for x in op.operands())
     ty = t.result_type(op)
     if op.name == "tt.reshape" and "efficient_layout" not in op.body and "allow_reorder" in op.body:
         pass  # any element order is allowed; keep row-major
-    t.env[op.results[0]] = V(src.name, ty)
+    t.env[op.results[0]] = Lazy(ty, src.expr) if isinstance(src, Lazy) else V(src.name, ty)
 
 
 @handles("tt.broadcast")
 def _broadcast(t: Translator, op: Op):
-    (src,) = (t.get(x, op) for x in op.operands())
+    (src,) = (t.get_lazy(x, op) for x in op.operands())
     ty = t.result_type(op)
     if src.ty.shape == ty.shape:
-        t.env[op.results[0]] = V(src.name, ty)
+        t.env[op.results[0]] = Lazy(ty, src.expr) if isinstance(src, Lazy) else V(src.name, ty)
         return
-    v = t.alloc(ty, op.results[0])
-    d = [f"_j{k}" for k in range(len(ty.shape))]
-    s = [("0" if src.ty.shape[k] == 1 else d[k]) for k in range(len(ty.shape))]
-    t.nested(ty.shape, f"{v.name}[{_flat(d, ty.shape)}] = {src.name}[{_flat(s, src.ty.shape)}];")
-    t.env[op.results[0]] = v
+    t.define(op.results[0], ty, lambda i: src.raw(_broadcast_index(i, ty.shape, src.ty.shape)), lazy=True)
+
+
+def _broadcast_index(i: str, shape, src_shape) -> str:
+    """The flat index into a block of `src_shape` (size-1 dims broadcast) read by the element of
+    flat index `i` in a block of `shape`."""
+    terms = []
+    stride, src_stride = 1, 1
+    for k in reversed(range(len(shape))):
+        if src_shape[k] != 1:
+            coord = f"({i})" if stride == 1 else f"(({i}) / {stride})"
+            if k > 0:
+                coord = f"({coord} % {shape[k]})"
+            terms.append(coord if src_stride == 1 else f"{coord} * {src_stride}")
+        stride *= shape[k]
+        src_stride *= src_shape[k]
+    return " + ".join(reversed(terms)) or "0"
 
 
 @handles("tt.trans")
@@ -159,16 +171,16 @@ def _split(t: Translator, op: Op):
 
 @handles("tt.addptr")
 def _addptr(t: Translator, op: Op):
-    p, off = (t.get(x, op) for x in op.operands())
+    p, off = (t.get_lazy(x, op) for x in op.operands())
     ty = p.ty if p.ty.is_tensor or not off.ty.is_tensor else p.ty.with_shape(off.ty.shape)
-    t.define(op.results[0], ty, lambda i: f"({p.at(i)} + {off.at(i)})")
+    t.define(op.results[0], ty, lambda i: f"({p.at(i)} + {off.at(i)})", lazy=True)
 
 
 @handles("tt.load")
 def _load(t: Translator, op: Op):
     if "boundaryCheck" in op.body or "padding" in op.body:
         t.unsupported(op, "block pointers (tl.make_block_ptr)")
-    ins = [t.get(x, op) for x in op.operands()]
+    ins = [t.get_lazy(x, op) for x in op.operands()]
     ptr = ins[0]
     if ptr.ty.pointee is None:
         t.unsupported(op, "load through a tensor descriptor or block pointer")
@@ -176,7 +188,7 @@ def _load(t: Translator, op: Op):
     c = ctype(ty.scalar())
 
     def raw(v, i):
-        return f"{v.name}[{i}]" if v.ty.is_tensor else v.name
+        return v.raw(i)
 
     if len(ins) == 1:
         t.define(op.results[0], ty, lambda i: f"*{raw(ptr, i)}")
@@ -192,14 +204,14 @@ def _load(t: Translator, op: Op):
 def _store(t: Translator, op: Op):
     if "boundaryCheck" in op.body:
         t.unsupported(op, "block pointers (tl.make_block_ptr)")
-    ins = [t.get(x, op) for x in op.operands()]
+    ins = [t.get_lazy(x, op) for x in op.operands()]
     ptr, val = ins[0], ins[1]
     if ptr.ty.pointee is None:
         t.unsupported(op, "store through a tensor descriptor or block pointer")
     c = ctype(ptr.ty.pointee)
 
     def raw(v, i):
-        return f"{v.name}[{i}]" if v.ty.is_tensor else v.name
+        return v.raw(i)
 
     mask = ins[2] if len(ins) > 2 else None
     n = ptr.ty.numel if ptr.ty.is_tensor else 1
@@ -387,7 +399,7 @@ def _scan(t: Translator, op: Op):
 @handles("tt.extern_elementwise")
 def _extern(t: Translator, op: Op):
     sym = re.search(r'symbol = "([^"]+)"', op.body).group(1)
-    ins = [t.get(x, op) for x in op.operands(op.body.split("{", 1)[0])]
+    ins = [t.get_lazy(x, op) for x in op.operands(op.body.split("{", 1)[0])]
     ty = t.result_type(op)
     base = sym
     for pre in ("__nv_", "__ocml_", "__imf_"):
@@ -423,26 +435,27 @@ def _extern(t: Translator, op: Op):
     else:
         t.unsupported(op, f"libdevice function {sym}")
     src_elem = "f64" if ft == "double" else "f32"
-    t.define(op.results[0], ty, lambda i: _cast(tmpl.replace("{i}", i), src_elem, ty.elem))
+    t.define(op.results[0], ty, lambda i: _cast(tmpl.replace("{i}", i), src_elem, ty.elem), lazy=True)
 
 
 @handles("tt.clampf")
 def _clampf(t: Translator, op: Op):
-    x, lo, hi = (t.get(v, op) for v in op.operands(op.body.split("propagateNan")[0]))
+    x, lo, hi = (t.get_lazy(v, op) for v in op.operands(op.body.split("propagateNan")[0]))
     ty = t.result_type(op)
     ft = ftype(ty.elem)
     nan = "propagateNan = all" in op.body
     fmax, fmin = ("em::maximum", "em::minimum") if nan else ("std::fmax", "std::fmin")
     t.define(op.results[0], ty,
              lambda i: _cast(f"{fmin}({fmax}(({ft}){x.at(i)}, ({ft}){lo.at(i)}), ({ft}){hi.at(i)})",
-                             "f64" if ft == "double" else "f32", ty.elem))
+                             "f64" if ft == "double" else "f32", ty.elem), lazy=True)
 
 
 @handles("tt.precise_sqrt")
 def _psqrt(t: Translator, op: Op):
-    (x,) = (t.get(v, op) for v in op.operands())
+    (x,) = (t.get_lazy(v, op) for v in op.operands())
     ty = t.result_type(op)
-    t.define(op.results[0], ty, lambda i: _cast(f"std::sqrt(({ftype(ty.elem)}){x.at(i)})", "f64", ty.elem))
+    t.define(op.results[0], ty, lambda i: _cast(f"std::sqrt(({ftype(ty.elem)}){x.at(i)})", "f64", ty.elem),
+             lazy=True)
 
 
 @handles("tt.precise_divf")

@@ -68,12 +68,10 @@ class EmberBackend(BaseBackend):
 
     def hash(self) -> str:
         from .cache import CXX_FLAGS, cpu_flags, cxx, cxx_version
-        from .codegen import CODEGEN_VERSION
-        from .runtime_h import RUNTIME_CPP, RUNTIME_H
+        from .codegen import codegen_version
         # Triton's own cache keys compiled kernels by this: it covers everything our cache key
-        # (cache.cache_key) does, so a changed prelude never serves a stale binary.
-        key = (f"ember-{CODEGEN_VERSION}-{' '.join(CXX_FLAGS)}-{cxx_version(cxx())}-{cpu_flags()}-"
-               f"{hashlib.sha256((RUNTIME_H + RUNTIME_CPP).encode()).hexdigest()}")
+        # (cache.cache_key) does, so a changed translator or prelude never serves a stale binary.
+        key = f"ember-{codegen_version()}-{' '.join(CXX_FLAGS)}-{cxx_version(cxx())}-{cpu_flags()}"
         return hashlib.sha256(key.encode()).hexdigest()
 
     def parse_options(self, opts: dict) -> Any:
