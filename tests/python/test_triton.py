@@ -164,6 +164,18 @@ def reduce_kernel(x_ptr, sum0_ptr, max1_ptr, argmax1_ptr, cum_ptr, M, N, BM: tl.
 
 
 @triton.jit
+def row_stats_kernel(x_ptr, sum_ptr, argmax_ptr, argmin_ptr, colsum_ptr, N: tl.constexpr,
+                     M: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(sum_ptr + rm, tl.sum(x, axis=1))
+    tl.store(argmax_ptr + rm, tl.argmax(x, axis=1))
+    tl.store(argmin_ptr + rm, tl.argmin(x, axis=1))
+    tl.store(colsum_ptr + rn, tl.sum(x, axis=0))
+
+
+@triton.jit
 def atomic_kernel(x_ptr, total_ptr, hist_ptr, n, NBINS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -325,6 +337,23 @@ def test_reductions_along_axes():
     close(outs[1], x.max(1).values)
     close(outs[2], x.argmax(1).int())
     close(outs[3], x.cumsum(1), atol=1e-5, rtol=1e-5)
+
+
+def test_reductions_over_long_rows_keep_ties_and_sums():
+    # Rows long enough to be combined in lanes: argmax/argmin still give the first of equal
+    # values, and sums stay within float32 rounding of the CPU's.
+    M, N = 4, 512
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-3, 4, (M, N), generator=g).float()
+    x[1] = 2.0  # a row of one repeated value: index 0 wins
+    x += torch.rand(M, N, generator=g) * (torch.arange(M)[:, None] >= 2)  # rows 2, 3: no ties
+    outs = [torch.empty(M, device=DEV), torch.empty(M, device=DEV, dtype=torch.int32),
+            torch.empty(M, device=DEV, dtype=torch.int32), torch.empty(N, device=DEV)]
+    row_stats_kernel[(1,)](x.to(DEV), *outs, N=N, M=M)
+    close(outs[0], x.sum(1), atol=1e-4, rtol=1e-5)
+    close(outs[1], x.argmax(1).int())
+    close(outs[2], x.argmin(1).int())
+    close(outs[3], x.sum(0), atol=1e-5, rtol=1e-5)
 
 
 def test_atomic_add():

@@ -324,7 +324,9 @@ def _reduce_or_scan(t: Translator, op: Op, scan: bool):
     if len(op.regions) != 1 or len(op.regions[0]) != 1:
         t.unsupported(op, "combine region with several blocks")
     block = op.regions[0][0]
-    k = len(ins)
+    term = block.ops[-1]
+    if term.name not in ("tt.reduce.return", "tt.scan.return"):
+        t.unsupported(term, "combine region terminator")
     outs = []
     for r, oty in zip(op.results, out_tys):
         if oty.is_tensor:
@@ -334,54 +336,124 @@ def _reduce_or_scan(t: Translator, op: Op, scan: bool):
             t.emit(f"{ctype(oty)} {v.name}{{}};")
             outs.append(v)
         t.env[r] = outs[-1]
-    t.emit(f"for (int _p = 0; _p < {P}; ++_p) for (int _q = 0; _q < {Q}; ++_q) {{")
-    t.depth += 1
-    accs = []
-    first = f"{R - 1}" if reverse else "0"
-    for j, v in enumerate(ins):
-        an = t.fresh("acc")
-        t.emit(f"{ctype(v.ty.scalar())} {an} = {v.name}[(_p * {R} + {first}) * {Q} + _q];")
-        accs.append(an)
-
-    def write(pos):
-        for j, o in enumerate(outs):
-            if scan:
-                t.emit(f"{o.name}[(_p * {R} + {pos}) * {Q} + _q] = {accs[j]};")
-
-    write(first)
-    if reverse:
-        t.emit(f"for (int _r = {R - 2}; _r >= 0; --_r) {{")
+    if scan:
+        _scan_loops(t, ins, outs, block, term, P, R, Q, reverse)
+    elif Q > 1:
+        _reduce_columns(t, ins, outs, block, term, P, R, Q)
     else:
-        t.emit(f"for (int _r = 1; _r < {R}; ++_r) {{")
-    t.depth += 1
+        _reduce_rows(t, ins, outs, block, term, P, R)
+
+
+def _combine(t: Translator, block, term, ins, accs: list[str], xs: list[str]) -> list[str]:
+    """Emits the combine region on scalars `accs` (running values) and `xs` (new elements);
+    returns the names holding the combined values."""
+    k = len(ins)
     saved = dict(t.env)
     for j in range(k):
         t.env[block.args[j][0]] = V(accs[j], block.args[j][1])
-        xn = t.fresh("x")
-        t.emit(f"{ctype(ins[j].ty.scalar())} {xn} = {ins[j].name}[(_p * {R} + _r) * {Q} + _q];")
-        t.env[block.args[k + j][0]] = V(xn, block.args[k + j][1])
-    term = block.ops[-1]
+        t.env[block.args[k + j][0]] = V(xs[j], block.args[k + j][1])
     t.block(block.ops[:-1])
-    if term.name not in ("tt.reduce.return", "tt.scan.return"):
-        t.unsupported(term, "combine region terminator")
     rets = [t.get(x, term) for x in term.operands()]
     tmps = []
     for j, r in enumerate(rets):
         tn = t.fresh("new")
         t.emit(f"{ctype(ins[j].ty.scalar())} {tn} = {r.name};")
         tmps.append(tn)
-    for j in range(k):
-        t.emit(f"{accs[j]} = {tmps[j]};")
     t.env = saved
-    write("_r")
+    return tmps
+
+
+def _scalars(t: Translator, ins, hint: str, of) -> list[str]:
+    """One local per input, initialised to of(j) (an element expression)."""
+    names = []
+    for j, v in enumerate(ins):
+        n = t.fresh(hint)
+        t.emit(f"{ctype(v.ty.scalar())} {n} = {of(j)};")
+        names.append(n)
+    return names
+
+
+def _scan_loops(t, ins, outs, block, term, P, R, Q, reverse):
+    """Scans run in order along the axis, one running value per (row, column)."""
+    t.emit(f"for (int _p = 0; _p < {P}; ++_p) for (int _q = 0; _q < {Q}; ++_q) {{")
+    t.depth += 1
+    first = f"{R - 1}" if reverse else "0"
+    accs = _scalars(t, ins, "acc", lambda j: f"{ins[j].name}[(_p * {R} + {first}) * {Q} + _q]")
+    for j, o in enumerate(outs):
+        t.emit(f"{o.name}[(_p * {R} + {first}) * {Q} + _q] = {accs[j]};")
+    t.emit(f"for (int _r = {R - 2}; _r >= 0; --_r) {{" if reverse else f"for (int _r = 1; _r < {R}; ++_r) {{")
+    t.depth += 1
+    xs = _scalars(t, ins, "x", lambda j: f"{ins[j].name}[(_p * {R} + _r) * {Q} + _q]")
+    new = _combine(t, block, term, ins, accs, xs)
+    for j, o in enumerate(outs):
+        t.emit(f"{accs[j]} = {new[j]};")
+        t.emit(f"{o.name}[(_p * {R} + _r) * {Q} + _q] = {accs[j]};")
     t.depth -= 1
     t.emit("}")
-    if not scan:
-        for j, o in enumerate(outs):
-            if o.ty.is_tensor:
-                t.emit(f"{o.name}[_p * {Q} + _q] = {accs[j]};")
-            else:
-                t.emit(f"{o.name} = {accs[j]};")
+    t.depth -= 1
+    t.emit("}")
+
+
+def _reduce_columns(t, ins, outs, block, term, P, R, Q):
+    """A reduction over a leading axis: every column is combined in order along the axis, as one
+    loop over the (contiguous) columns per step, which vectorizes."""
+    accs = []
+    for j, v in enumerate(ins):
+        a = t.alloc(v.ty.with_shape([Q]), "acc")
+        accs.append(a)
+    t.emit(f"for (int _p = 0; _p < {P}; ++_p) {{")
+    t.depth += 1
+    for j, v in enumerate(ins):
+        t.emit(f"for (int _q = 0; _q < {Q}; ++_q) {accs[j].name}[_q] = {v.name}[(_p * {R}) * {Q} + _q];")
+    t.emit(f"for (int _r = 1; _r < {R}; ++_r) for (int _q = 0; _q < {Q}; ++_q) {{")
+    t.depth += 1
+    cur = _scalars(t, ins, "acc", lambda j: f"{accs[j].name}[_q]")
+    xs = _scalars(t, ins, "x", lambda j: f"{ins[j].name}[(_p * {R} + _r) * {Q} + _q]")
+    new = _combine(t, block, term, ins, cur, xs)
+    for j in range(len(ins)):
+        t.emit(f"{accs[j].name}[_q] = {new[j]};")
+    t.depth -= 1
+    t.emit("}")
+    for j, o in enumerate(outs):
+        t.emit(f"for (int _q = 0; _q < {Q}; ++_q) {o.name}[_p * {Q} + _q] = {accs[j].name}[_q];"
+               if o.ty.is_tensor else f"{o.name} = {accs[j].name}[0];")
+    t.depth -= 1
+    t.emit("}")
+
+
+# Lanes of a reduction along the last axis: that many running values, combined elementwise as
+# the row is read (a loop that vectorizes) and then pairwise. Triton's combine functions are
+# associative by contract, and a GPU combines in a tree too.
+_LANES = 16
+
+
+def _reduce_rows(t, ins, outs, block, term, P, R):
+    L = _LANES if R % _LANES == 0 and R >= 2 * _LANES else 1
+    lanes = [t.alloc(v.ty.with_shape([L]), "lanes") for v in ins]
+    t.emit(f"for (int _p = 0; _p < {P}; ++_p) {{")
+    t.depth += 1
+    for j, v in enumerate(ins):
+        t.emit(f"for (int _l = 0; _l < {L}; ++_l) {lanes[j].name}[_l] = {v.name}[_p * {R} + _l];")
+
+    def step(loop: str, other):
+        t.emit(loop + " {")
+        t.depth += 1
+        cur = _scalars(t, ins, "acc", lambda j: f"{lanes[j].name}[_l]")
+        xs = _scalars(t, ins, "x", other)
+        new = _combine(t, block, term, ins, cur, xs)
+        for j in range(len(ins)):
+            t.emit(f"{lanes[j].name}[_l] = {new[j]};")
+        t.depth -= 1
+        t.emit("}")
+
+    step(f"for (int _r = {L}; _r < {R}; _r += {L}) for (int _l = 0; _l < {L}; ++_l)",
+         lambda j: f"{ins[j].name}[_p * {R} + _r + _l]")
+    w = L // 2
+    while w >= 1:
+        step(f"for (int _l = 0; _l < {w}; ++_l)", lambda j, w=w: f"{lanes[j].name}[_l + {w}]")
+        w //= 2
+    for j, o in enumerate(outs):
+        t.emit(f"{o.name}[_p] = {lanes[j].name}[0];" if o.ty.is_tensor else f"{o.name} = {lanes[j].name}[0];")
     t.depth -= 1
     t.emit("}")
 
