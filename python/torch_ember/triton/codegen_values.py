@@ -429,14 +429,18 @@ _LANES = 16
 
 def _reduce_rows(t, ins, outs, block, term, P, R):
     L = _LANES if R % _LANES == 0 and R >= 2 * _LANES else 1
-    lanes = [t.alloc(v.ty.with_shape([L]), "lanes") for v in ins]
     t.emit(f"for (int _p = 0; _p < {P}; ++_p) {{")
     t.depth += 1
+    lanes = []
     for j, v in enumerate(ins):
+        # Local arrays: GCC vectorizes the lane loop only when it can see they alias nothing.
+        lanes.append(V(t.fresh("lanes"), v.ty.with_shape([L])))
+        t.emit(f"{ctype(v.ty.scalar())} {lanes[j].name}[{L}];")
         t.emit(f"for (int _l = 0; _l < {L}; ++_l) {lanes[j].name}[_l] = {v.name}[_p * {R} + _l];")
 
     def step(loop: str, other):
-        t.emit(loop + " {")
+        # Unrolled, the lane loop became 16 scalar chains; kept as a loop, it vectorizes.
+        t.emit(loop.replace("for (int _l", "{\n#pragma GCC unroll 1\nfor (int _l", 1) + " {")
         t.depth += 1
         cur = _scalars(t, ins, "acc", lambda j: f"{lanes[j].name}[_l]")
         xs = _scalars(t, ins, "x", other)
@@ -444,7 +448,7 @@ def _reduce_rows(t, ins, outs, block, term, P, R):
         for j in range(len(ins)):
             t.emit(f"{lanes[j].name}[_l] = {new[j]};")
         t.depth -= 1
-        t.emit("}")
+        t.emit("}}")
 
     step(f"for (int _r = {L}; _r < {R}; _r += {L}) for (int _l = 0; _l < {L}; ++_l)",
          lambda j: f"{ins[j].name}[_p * {R} + _r + _l]")
