@@ -76,12 +76,43 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _precompiled_prelude(d: Path) -> Path | None:
+    """The kernels' prelude (RUNTIME_H) as a header with a GCC precompiled header beside it,
+    built once per prelude, flags and compiler. Parsing the prelude's standard headers is most
+    of a kernel's build (about 0.5 of 0.6 s); with the .gch a kernel builds in about 0.1 s. None
+    when the .gch cannot be built (kernels then include the plain header)."""
+    from .runtime_h import RUNTIME_H
+    compiler = cxx()
+    h = hashlib.sha256("\0".join((RUNTIME_H, " ".join(CXX_FLAGS), compiler, cxx_version(compiler),
+                                   cpu_flags())).encode()).hexdigest()[:24]
+    header = d / f"prelude-{h}.h"
+    gch = d / f"prelude-{h}.h.gch"
+    if gch.exists():
+        return header
+    if not header.exists():
+        _write_atomic(header, RUNTIME_H.encode())
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=gch.name + ".tmp")
+    os.close(fd)
+    flags = [f for f in CXX_FLAGS if f != "-shared"]
+    r = subprocess.run([compiler, *flags, "-x", "c++-header", str(header), "-o", tmp], capture_output=True)
+    if r.returncode != 0:
+        os.unlink(tmp)
+        return None
+    os.replace(tmp, gch)
+    return header
+
+
 def build(cpp_source: str, key: str, name: str) -> bytes:
     """The shared object for `cpp_source` (from the cache, or compiled now)."""
+    from .runtime_h import RUNTIME_H
     d = cache_dir()
     so = d / f"{key}.so"
     if so.exists():
         return so.read_bytes()
+    if cpp_source.startswith(RUNTIME_H):
+        header = _precompiled_prelude(d)
+        if header is not None:
+            cpp_source = f'#include "{header}"\n' + cpp_source[len(RUNTIME_H):]
     cpp = d / f"{key}.cpp"
     _write_atomic(cpp, cpp_source.encode())
     fd, tmp = tempfile.mkstemp(dir=d, prefix=f"{key}.so.tmp")
