@@ -23,7 +23,9 @@
 // is raised, naming the kernel, at the next synchronizing call. The task captures plain values
 // and pointers, never tensors: temporaries may be dropped once it is queued, because the
 // allocator reuses their memory only for work queued later on the same stream.
-// Build with torch.utils.cpp_extension and include torch_ember.get_include().
+// Build with torch.utils.cpp_extension and include torch_ember.get_include(). For elementwise
+// math that vectorizes inside such loops, <torch_ember/vec_math.h> has the float exp, exp2, log,
+// log1p, tanh and erf Ember's own kernels use (ember::vmath::exp(x), ...).
 #pragma once
 
 #include <Python.h>
