@@ -176,6 +176,20 @@ def row_stats_kernel(x_ptr, sum_ptr, argmax_ptr, argmin_ptr, colsum_ptr, N: tl.c
 
 
 @triton.jit
+def pointer_walk_kernel(x_ptr, out_ptr, last_ptr, n_steps, stride, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = x_ptr + offs
+    q = x_ptr + offs * 2
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for _ in range(n_steps):
+        acc += tl.load(p) + tl.load(q)
+        p += stride  # by a run-time scalar
+        q += 3  # by a constant
+    tl.store(out_ptr + offs, acc)
+    tl.store(last_ptr + offs, tl.load(p))  # the pointers after the loop
+
+
+@triton.jit
 def atomic_kernel(x_ptr, total_ptr, hist_ptr, n, NBINS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -354,6 +368,20 @@ def test_reductions_over_long_rows_keep_ties_and_sums():
     close(outs[1], x.argmax(1).int())
     close(outs[2], x.argmin(1).int())
     close(outs[3], x.sum(0), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_steps", [0, 1, 5])
+def test_loop_carried_pointer_blocks(n_steps):
+    # Pointer blocks that a loop advances by a scalar are carried as an offset: every iteration
+    # and the value after the loop (also after zero iterations) must read the right elements.
+    B, stride = 16, 7
+    x = torch.randn(200)
+    out, last = torch.empty(B, device=DEV), torch.empty(B, device=DEV)
+    pointer_walk_kernel[(1,)](x.to(DEV), out, last, n_steps, stride, BLOCK=B)
+    offs = torch.arange(B)
+    want = sum((x[offs + k * stride] + x[2 * offs + 3 * k] for k in range(n_steps)), torch.zeros(B))
+    close(out, want)
+    close(last, x[offs + n_steps * stride])
 
 
 def test_atomic_add():

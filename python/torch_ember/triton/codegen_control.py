@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .codegen import Op, Translator, Ty, V, _SIZE, ctype, find_top, handles, parse_type, split_top
+from .codegen import Lazy, Op, Translator, Ty, V, _SIZE, ctype, find_top, handles, parse_type, split_top
 
 
 def _local_copy(t, name: str, ty, src) -> V:
@@ -20,6 +20,70 @@ def _local_copy(t, name: str, ty, src) -> V:
     return b
 
 
+class _OffsetCarry:
+    """A loop-carried pointer block that every iteration advances by one scalar (`p += BLOCK *
+    stride`, the pattern of every tiled Triton loop): carried as the initial block plus a scalar
+    element offset, so the body reads `init + off` lazily (the loads see the pointers' affine
+    structure) and the yield adds a scalar instead of rewriting the whole block."""
+
+    def __init__(self, off: str, step: str):
+        self.off = off
+        self.step = step
+
+
+def _costly(expr: str) -> bool:
+    """Whether an element expression is worth storing rather than re-evaluating per iteration:
+    run-time divisions (the `% M` wrap of Triton's matmul tutorial) or a long expression."""
+    return "em::sdiv" in expr or "em::srem" in expr or "em::udiv" in expr or "em::urem" in expr or len(expr) > 400
+
+
+def _definitions(t: Translator) -> dict:
+    """Every op of the function by the SSA names it defines (computed once per kernel)."""
+    if getattr(t, "_defs", None) is None:
+        defs = {}
+
+        def walk(ops):
+            for o in ops:
+                for r in o.results:
+                    defs[r] = o
+                for region in o.regions:
+                    for blk in region:
+                        walk(blk.ops)
+
+        walk(t.func.body.ops)
+        for blk in t.func.blocks:
+            walk(blk.ops)
+        t._defs = defs
+    return t._defs
+
+
+def _offset_carries(t: Translator, body_ops, carried: list[str]) -> dict[int, str]:
+    """For each carried value (by position) that the loop's yield advances with
+    `tt.addptr %arg, tt.splat %scalar` or `tt.addptr %arg, dense<N>`, the scalar's SSA name or
+    the integer literal."""
+    if not body_ops or body_ops[-1].name != "scf.yield":
+        return {}
+    defs = _definitions(t)
+    found = {}
+    for k, y in enumerate(body_ops[-1].operands()):
+        if k >= len(carried):
+            break
+        add = defs.get(y)
+        if add is None or add.name != "tt.addptr":
+            continue
+        ops = add.operands()
+        if len(ops) != 2 or ops[0] != carried[k]:
+            continue
+        step = defs.get(ops[1])
+        if step is not None and step.name == "tt.splat":
+            found[k] = step.operands()[0]
+        elif step is not None and step.name == "arith.constant":
+            lit = re.match(r"^dense<(-?\d+)>", step.body)
+            if lit:
+                found[k] = lit.group(1)
+    return found
+
+
 @handles("scf.for")
 def _for(t: Translator, op: Op):
     m = re.match(r"^(%\S+) = (%\S+) to (%\S+) step (%\S+)(?:\s+iter_args\((.*)\)\s*->\s*\((.*)\))?\s*(?::\s*(\S+))?$",
@@ -30,27 +94,38 @@ def _for(t: Translator, op: Op):
     ivty = Ty(m.group(7) or "index")
     lbv, ubv, stv = (t.get(x, op) for x in (lb, ub, step))
     bufs = []
+    blocks = op.regions[0]
     if m.group(5):
-        for part, oty in zip(split_top(m.group(5)), split_top(m.group(6))):
-            arg, init = (s.strip() for s in part.split("="))
+        parts = [[x.strip() for x in part.split("=")] for part in split_top(m.group(5))]
+        offsets = _offset_carries(t, blocks[0].ops, [arg for arg, _ in parts])
+        for k, ((arg, init), oty) in enumerate(zip(parts, split_top(m.group(6)))):
             ty = parse_type(oty)
-            bufs.append((arg, _local_copy(t, arg, ty, t.get(init, op))))
+            if k in offsets and ty.is_tensor and ty.elem == "ptr":
+                start = t.get_lazy(init, op)
+                if isinstance(start, Lazy) and _costly(start.raw("_i")):
+                    start = t.get(init, op)  # computed once, not in every iteration's loads
+                off = t.fresh("off")
+                t.emit(f"int64_t {off} = 0;")
+                value = Lazy(ty, lambda i, start=start, off=off: f"{start.raw(i)} + {off}")
+                bufs.append((arg, value, _OffsetCarry(off, offsets[k])))
+            else:
+                b = _local_copy(t, arg, ty, t.get(init, op))
+                bufs.append((arg, b, b))
     ivn = t.fresh(iv)
     c = ctype(ivty)
     t.emit(f"for ({c} {ivn} = {lbv.name}; {ivn} < ({c}){ubv.name}; {ivn} += ({c}){stv.name}) {{")
     t.depth += 1
     saved = dict(t.env)
     t.env[iv] = V(ivn, ivty)
-    for arg, b in bufs:
+    for arg, b, _ in bufs:
         t.env[arg] = b
-    t.yield_stack.append(("for", [b for _, b in bufs]))
-    blocks = op.regions[0]
+    t.yield_stack.append(("for", [target for _, _, target in bufs]))
     t.block(blocks[0].ops)
     t.yield_stack.pop()
     t.env = saved
     t.depth -= 1
     t.emit("}")
-    for r, (_, b) in zip(op.results, bufs):
+    for r, (_, b, _) in zip(op.results, bufs):
         t.env[r] = b
 
 
@@ -87,14 +162,21 @@ def _if(t: Translator, op: Op):
 
 @handles("scf.yield")
 def _yield(t: Translator, op: Op):
-    vals = [t.get(x, op) for x in op.operands()]
     kind, targets = t.yield_stack[-1]
-    names = {b.name for b in targets}
+    # An offset-carried block's value is not stored: its yield adds the step to the offset.
+    vals = [None if isinstance(b, _OffsetCarry) else t.get(x, op) for x, b in zip(op.operands(), targets)]
+    names = {b.name for b in targets if not isinstance(b, _OffsetCarry)}
     # Yielded values can alias other iteration buffers (a loop that swaps two carried blocks):
-    # copy those through temporaries first.
+    # copy those through temporaries first. Every yielded value is read here, before any carried
+    # buffer or offset changes.
     staged = []
     for v, b in zip(vals, targets):
-        if v.ty.is_tensor and v.name in names and v.name != b.name:
+        if isinstance(b, _OffsetCarry):
+            tn = t.fresh("stage")
+            step = b.step if not b.step.startswith("%") else t.get(b.step, op).name
+            t.emit(f"int64_t {tn} = {b.off} + (int64_t)({step});")
+            staged.append(V(tn, Ty("i64")))
+        elif v.ty.is_tensor and v.name in names and v.name != b.name:
             tmp = t.alloc(v.ty, "stage")
             t.emit(f"std::memcpy({tmp.name}, {v.name}, {v.ty.numel * _SIZE[v.ty.elem]});")
             staged.append(tmp)
@@ -105,7 +187,9 @@ def _yield(t: Translator, op: Op):
         else:
             staged.append(v)
     for v, b in zip(staged, targets):
-        if b.ty.is_tensor:
+        if isinstance(b, _OffsetCarry):
+            t.emit(f"{b.off} = {v.name};")
+        elif b.ty.is_tensor:
             if v.name != b.name:
                 t.emit(f"std::memmove({b.name}, {v.name}, {b.ty.numel * _SIZE[b.ty.elem]});")
         else:
