@@ -294,7 +294,8 @@ _VMATH = {"exp", "exp2", "log", "log1p", "tanh", "erf"}
 
 @handles("tt.dot")
 def _dot(t: Translator, op: Op):
-    a, b, c = (t.get(x, op) for x in op.operands())
+    names = op.operands()
+    a, b, c = (t.get(x, op) for x in names)
     ty = t.result_type(op)
     if len(a.ty.shape) != 2 or len(b.ty.shape) != 2:
         t.unsupported(op, "batched (3-D) dot")
@@ -302,7 +303,11 @@ def _dot(t: Translator, op: Op):
         t.unsupported(op, "fp8 operands")
     M, K = a.ty.shape
     N = b.ty.shape[1]
-    v = t.alloc(ty, op.results[0])
+    # The accumulator of a tiled loop (a carried buffer this dot is the only reader of) is
+    # updated in place: no copy into a new block here and none back at the yield.
+    carried = t.yield_stack and t.yield_stack[-1][0] == "for" and any(c is x for x in t.yield_stack[-1][1])
+    in_place = carried and t.uses.get(names[2], 0) == 1 and c.ty == ty
+    v = c if in_place else t.alloc(ty, op.results[0])
     t.emit(f"em::dot<{M}, {N}, {K}>({a.name}, {b.name}, {c.name}, {v.name});")
     t.env[op.results[0]] = v
 
