@@ -190,6 +190,14 @@ def pointer_walk_kernel(x_ptr, out_ptr, last_ptr, n_steps, stride, BLOCK: tl.con
 
 
 @triton.jit
+def half_chain_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = tl.where(x > 0, x * 3.0 + 1.0, -x)  # 16-bit ops, fused into one loop
+    tl.store(y_ptr + offs, y, mask=offs < n)
+
+
+@triton.jit
 def atomic_kernel(x_ptr, total_ptr, hist_ptr, n, NBINS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -382,6 +390,16 @@ def test_loop_carried_pointer_blocks(n_steps):
     want = sum((x[offs + k * stride] + x[2 * offs + 3 * k] for k in range(n_steps)), torch.zeros(B))
     close(out, want)
     close(last, x[offs + n_steps * stride])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fused_half_chain_rounds_each_op(dtype):
+    # A fused elementwise chain on 16-bit values still rounds every op's result to the 16-bit
+    # type, exactly like the same ops one by one.
+    x = (torch.randn(100) * 50).to(dtype)
+    y = torch.empty(100, device=DEV, dtype=dtype)
+    half_chain_kernel[(1,)](x.to(DEV), y, 100, BLOCK=128)
+    torch.testing.assert_close(y.cpu(), torch.where(x > 0, x * 3.0 + 1.0, -x), atol=0, rtol=0)
 
 
 def test_atomic_add():

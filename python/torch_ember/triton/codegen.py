@@ -273,6 +273,11 @@ class Translator:
         With `lazy` (pure expressions only) a block value stays an expression (Lazy) unless it is
         read more than once and costly to recompute."""
         if ty.is_tensor and lazy:
+            if ty.elem in ("f16", "bf16"):
+                # Round to the 16-bit type as a stored block would: math on 16-bit values is
+                # done in float, and each op's result is rounded once, lazy or not.
+                inner = expr_of_index
+                expr_of_index = lambda i: f"em::{ty.elem}((float)({inner(i)}))"  # noqa: E731
             n = len(expr_of_index("_i"))
             if n <= _MAX_EXPR_CHARS and (n <= _SHARED_EXPR_CHARS or self.uses.get(result, 0) <= 1):
                 v = Lazy(ty, expr_of_index)

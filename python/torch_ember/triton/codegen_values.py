@@ -541,38 +541,42 @@ def _psqrt(t: Translator, op: Op):
 
 @handles("tt.precise_divf")
 def _pdiv(t: Translator, op: Op):
-    x, y = (t.get(v, op) for v in op.operands())
+    x, y = (t.get_lazy(v, op) for v in op.operands())
     ty = t.result_type(op)
     ft = ftype(ty.elem)
-    t.define(op.results[0], ty, lambda i: _cast(f"(({ft}){x.at(i)} / ({ft}){y.at(i)})", "f64", ty.elem))
+    t.define(op.results[0], ty, lambda i: _cast(f"(({ft}){x.at(i)} / ({ft}){y.at(i)})", "f64", ty.elem), lazy=True)
 
 
 @handles("tt.mulhiui")
 def _mulhi(t: Translator, op: Op):
-    x, y = (t.get(v, op) for v in op.operands())
+    x, y = (t.get_lazy(v, op) for v in op.operands())
     ty = t.result_type(op)
     if ty.elem == "i32":
-        t.define(op.results[0], ty, lambda i: f"(int32_t)(((uint64_t)(uint32_t){x.at(i)} * (uint32_t){y.at(i)}) >> 32)")
+        t.define(op.results[0], ty, lambda i: f"(int32_t)(((uint64_t)(uint32_t){x.at(i)} * (uint32_t){y.at(i)}) >> 32)",
+                 lazy=True)
     else:
-        t.define(op.results[0], ty, lambda i: f"(int64_t)(((unsigned __int128)(uint64_t){x.at(i)} * (uint64_t){y.at(i)}) >> 64)")
+        t.define(op.results[0], ty,
+                 lambda i: f"(int64_t)(((unsigned __int128)(uint64_t){x.at(i)} * (uint64_t){y.at(i)}) >> 64)",
+                 lazy=True)
 
 
 @handles("math.absi")
 def _absi(t: Translator, op: Op):
-    (x,) = (t.get(v, op) for v in op.operands())
+    (x,) = (t.get_lazy(v, op) for v in op.operands())
     ty = t.result_type(op)
-    t.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})({x.at(i)} < 0 ? -{x.at(i)} : {x.at(i)})")
+    t.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})({x.at(i)} < 0 ? -{x.at(i)} : {x.at(i)})", lazy=True)
 
 
 @handles("math.ctpop")
 def _ctpop(t: Translator, op: Op):
-    (x,) = (t.get(v, op) for v in op.operands())
+    (x,) = (t.get_lazy(v, op) for v in op.operands())
     ty = t.result_type(op)
-    t.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})__builtin_popcountll(({utype(ty.elem)}){x.at(i)})")
+    t.define(op.results[0], ty, lambda i: f"({ctype(ty.scalar())})__builtin_popcountll(({utype(ty.elem)}){x.at(i)})",
+             lazy=True)
 
 
 @handles("arith.negf")
 def _negf(t: Translator, op: Op):
-    (x,) = (t.get(v, op) for v in op.operands())
+    (x,) = (t.get_lazy(v, op) for v in op.operands())
     ty = t.result_type(op)
-    t.define(op.results[0], ty, lambda i: f"(-{x.at(i)})")
+    t.define(op.results[0], ty, lambda i: f"(-{x.at(i)})", lazy=True)
