@@ -86,8 +86,14 @@ bool native_half_gemm(kernels::DType t) {
 
 // A 16-bit product computed in float32: the inputs widen exactly, the products accumulate in
 // float32 (as every 16-bit GEMM does), and C = beta C + alpha A B rounds once to the 16-bit type.
+// A batch operand in float32; one broadcast over the batch (batch stride 0) is widened once.
+at::Tensor widen(const at::Tensor& t) {
+    if (t.size(0) > 1 && t.stride(0) == 0) return t[0].to(at::kFloat).unsqueeze(0).expand(t.sizes());
+    return t.to(at::kFloat);
+}
+
 void widened_gemm(const kernels::GemmArgs& g, const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-    at::Tensor af = a.to(at::kFloat), bf = b.to(at::kFloat);
+    at::Tensor af = widen(a), bf = widen(b);
     at::Tensor cf = g.beta == 0 ? at::bmm(af, bf) : c.to(at::kFloat).baddbmm_(af, bf, g.beta, g.alpha);
     if (g.beta == 0 && g.alpha != 1) cf.mul_(g.alpha);
     c.copy_(cf);

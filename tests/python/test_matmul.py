@@ -157,6 +157,10 @@ def test_half_products_accumulate_in_float32_and_round_once(dtype, no_fallback):
     want = (0.5 * c.float() + 2.0 * (a.float() @ b.float())).to(dtype)
     torch.testing.assert_close(torch.baddbmm(e(c), e(a), e(b), beta=0.5, alpha=2.0).cpu(), want,
                                atol=1e-2, rtol=2 ** -7)
+    # One matrix broadcast over the batch (stride 0), as einsum and matmul produce.
+    w = b[0]
+    torch.testing.assert_close(torch.bmm(e(a), e(w).expand(3, -1, -1)).cpu(), (a.float() @ w.float()).to(dtype),
+                               atol=0, rtol=2 ** -7)
     nan = torch.full((40, 24), float("nan"), dtype=dtype)
     r = torch.addmm(e(nan), e(a[0]), e(b[0]), beta=0, alpha=-1.0)
     torch.testing.assert_close(r.cpu(), (-(a[0].float() @ b[0].float())).to(dtype), atol=0, rtol=2 ** -7)
