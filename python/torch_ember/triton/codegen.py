@@ -118,11 +118,18 @@ class Lazy(V):
         return f"({self.expr(idx)})"
 
 
-# Lazy values read by more than one op are stored instead when their expression is longer than
-# this (re-evaluating it per reader would cost more than a load); any longer than the second
-# limit are stored anyway, to keep the generated expressions readable for the C++ compiler.
-_SHARED_EXPR_CHARS = 64
+# Lazy values read by more than one op are stored instead when their expression is costly (see
+# costly) or longer than this; any longer than the second limit are stored anyway, to keep the
+# generated expressions readable for the C++ compiler.
+_SHARED_EXPR_CHARS = 400
 _MAX_EXPR_CHARS = 3000
+
+
+def costly(expr: str) -> bool:
+    """Whether an element expression costs more to re-evaluate than a load: it calls a math
+    function or divides by a run-time value (index arithmetic by constants is shifts and masks)."""
+    return any(f in expr for f in ("vmath::", "std::", "em::sdiv", "em::srem", "em::udiv", "em::urem",
+                                   "em::maxnum", "em::minnum", "em::maximum", "em::minimum"))
 
 
 def _cast(expr: str, src: str, dst: str) -> str:
@@ -279,7 +286,8 @@ class Translator:
                 inner = expr_of_index
                 expr_of_index = lambda i: f"em::{ty.elem}((float)({inner(i)}))"  # noqa: E731
             n = len(expr_of_index("_i"))
-            if n <= _MAX_EXPR_CHARS and (n <= _SHARED_EXPR_CHARS or self.uses.get(result, 0) <= 1):
+            shared_ok = n <= _SHARED_EXPR_CHARS and not costly(expr_of_index("_i"))
+            if n <= _MAX_EXPR_CHARS and (shared_ok or self.uses.get(result, 0) <= 1):
                 v = Lazy(ty, expr_of_index)
                 self.env[result] = v
                 return v

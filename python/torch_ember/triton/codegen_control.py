@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .codegen import Lazy, Op, Translator, Ty, V, _SIZE, ctype, find_top, handles, parse_type, split_top
+from .codegen import Lazy, Op, Translator, Ty, V, _SIZE, costly, ctype, find_top, handles, parse_type, split_top
 
 
 def _local_copy(t, name: str, ty, src) -> V:
@@ -29,12 +29,6 @@ class _OffsetCarry:
     def __init__(self, off: str, step: str):
         self.off = off
         self.step = step
-
-
-def _costly(expr: str) -> bool:
-    """Whether an element expression is worth storing rather than re-evaluating per iteration:
-    run-time divisions (the `% M` wrap of Triton's matmul tutorial) or a long expression."""
-    return "em::sdiv" in expr or "em::srem" in expr or "em::udiv" in expr or "em::urem" in expr or len(expr) > 400
 
 
 def _definitions(t: Translator) -> dict:
@@ -102,7 +96,7 @@ def _for(t: Translator, op: Op):
             ty = parse_type(oty)
             if k in offsets and ty.is_tensor and ty.elem == "ptr":
                 start = t.get_lazy(init, op)
-                if isinstance(start, Lazy) and _costly(start.raw("_i")):
+                if isinstance(start, Lazy) and (costly(start.raw("_i")) or len(start.raw("_i")) > 400):
                     start = t.get(init, op)  # computed once, not in every iteration's loads
                 off = t.fresh("off")
                 t.emit(f"int64_t {off} = 0;")
