@@ -198,6 +198,48 @@ def half_chain_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def attn_fwd(Q, K, V, O, sqz, sqh, sqm, skz, skh, skn, svz, svh, svn, soz, soh, som, H, N, scale,
+             BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):
+    start_m = tl.program_id(0)
+    zh = tl.program_id(1)
+    z = zh // H
+    h = zh % H
+    offs_m = start_m * BM + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    offs_d = tl.arange(0, D)
+    q = tl.load(Q + z * sqz + h * sqh + offs_m[:, None] * sqm + offs_d[None, :], mask=offs_m[:, None] < N,
+                other=0.0)
+    k_ptrs = K + z * skz + h * skh + offs_n[None, :] * skn + offs_d[:, None]
+    v_ptrs = V + z * svz + h * svh + offs_n[:, None] * svn + offs_d[None, :]
+    m_i = tl.zeros([BM], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BM], dtype=tl.float32)
+    acc = tl.zeros([BM, D], dtype=tl.float32)
+    qk_scale = scale * 1.44269504
+    hi = tl.minimum((start_m + 1) * BM, N) if CAUSAL else N
+    for start_n in range(0, hi, BN):
+        kmask = (start_n + offs_n) < N
+        k = tl.load(k_ptrs, mask=kmask[None, :], other=0.0)
+        qk = tl.dot(q, k)
+        qk = qk * qk_scale
+        if CAUSAL:
+            qk = tl.where(offs_m[:, None] >= (start_n + offs_n[None, :]), qk, float("-inf"))
+        qk = tl.where(kmask[None, :], qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(v_ptrs, mask=kmask[:, None], other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+        k_ptrs += BN * skn
+        v_ptrs += BN * svn
+    acc = acc / l_i[:, None]
+    tl.store(O + z * soz + h * soh + offs_m[:, None] * som + offs_d[None, :], acc.to(O.dtype.element_ty),
+             mask=offs_m[:, None] < N)
+
+
+@triton.jit
 def atomic_kernel(x_ptr, total_ptr, hist_ptr, n, NBINS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -400,6 +442,22 @@ def test_fused_half_chain_rounds_each_op(dtype):
     y = torch.empty(100, device=DEV, dtype=dtype)
     half_chain_kernel[(1,)](x.to(DEV), y, 100, BLOCK=128)
     torch.testing.assert_close(y.cpu(), torch.where(x > 0, x * 3.0 + 1.0, -x), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_kernel(dtype, causal):
+    # A user's flash-attention forward: pointer blocks walked by a loop, two tl.dot per block,
+    # an online softmax in exp2 with row max/sum reductions, causal and ragged-length masks.
+    Z, H, N, D = 2, 3, 100, 64
+    q, k, v = (torch.randn(Z, H, N, D).to(dtype) for _ in range(3))
+    qe, ke, ve = (t.to(DEV) for t in (q, k, v))
+    o = torch.empty_like(qe)
+    attn_fwd[(triton.cdiv(N, 32), Z * H)](qe, ke, ve, o, *qe.stride()[:3], *ke.stride()[:3], *ve.stride()[:3],
+                                          *o.stride()[:3], H, N, D ** -0.5, BM=32, BN=32, D=D, CAUSAL=causal)
+    want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    close(o.float(), want, atol=tol, rtol=tol)
 
 
 def test_atomic_add():
