@@ -2,23 +2,13 @@
 GFLOP/s and ratios (> 1: ember is faster). Records the CPU and whether it has the 16-bit dot
 instructions (without them ember widens 16-bit products to float32; PyTorch's CPU path does not)."""
 import json
-import os
 import statistics
-import subprocess
 import time
 
 import torch
 import torch.nn.functional as F
 import torch_ember
-
-
-def _lscpu() -> dict:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {"model": "?", "flags": set()}
-    rows = dict(l.split(":", 1) for l in out.splitlines() if ":" in l)
-    return {"model": rows.get("Model name", "?").strip(), "flags": set(rows.get("Flags", "").split())}
+from torch_ember.bench.machine import describe
 
 
 def seconds(fn, budget=3.0, reps=7):
@@ -58,13 +48,12 @@ def conv_case(dtype):
 
 
 if __name__ == "__main__":
-    cpu = _lscpu()
+    machine = describe()
+    flags = machine["cpu_flags"]
     dtypes = (torch.float32, torch.bfloat16, torch.float16)
     # 2048 only in float32: PyTorch's 16-bit CPU product without the instructions takes a minute.
     sizes = {torch.float32: (512, 2048), torch.bfloat16: (512, 1024), torch.float16: (512, 1024)}
     results = [mm_case(s, d) for d in dtypes for s in sizes[d]] + [conv_case(d) for d in dtypes]
-    print(json.dumps({"bench": "matmul", "cpu": cpu["model"],
-                      "bf16_instructions": bool(cpu["flags"] & {"avx512_bf16", "amx_bf16"}),
-                      "fp16_instructions": "avx512_fp16" in cpu["flags"],
-                      "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-                      "threads": torch.get_num_threads(), "results": results}, indent=2))
+    print(json.dumps({"bench": "matmul", "machine": machine,
+                      "bf16_instructions": flags["avx512_bf16"] or flags["amx_bf16"],
+                      "fp16_instructions": flags["avx512_fp16"], "results": results}, indent=2))

@@ -6,12 +6,12 @@ Usage: python bench/triton_matmul.py [--size 1024]"""
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 import torch_ember  # noqa: F401
+from torch_ember.bench.machine import cpu_model
 
 try:
     import triton
@@ -55,14 +55,6 @@ def _seconds(fn, reps=7):
     return statistics.median(times)
 
 
-def _cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        return next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "?")
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=1024)
@@ -84,7 +76,7 @@ def main():
             results.append({"dtype": str(dtype).replace("torch.", ""), "blocks": [bm, bn, bk],
                             "triton_gflops": round(2 * n ** 3 / t / 1e9, 1),
                             "mm_gflops": round(2 * n ** 3 / t_mm / 1e9, 1), "vs_mm": round(t_mm / t, 3)})
-    print(json.dumps({"bench": "triton_matmul", "cpu": _cpu_model(), "size": n, "results": results}, indent=2))
+    print(json.dumps({"bench": "triton_matmul", "cpu": cpu_model(), "size": n, "results": results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -23,14 +23,6 @@ import tempfile
 import time
 
 
-def _cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        return next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "?")
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-
-
 def _cases(tokens: int, hidden: int):
     import torch
     import torch.nn.functional as F
@@ -118,8 +110,9 @@ def main():
     args = ap.parse_args()
     import torch
     import torch_ember  # noqa: F401
+    from torch_ember.bench.machine import cpu_model
 
-    result = {"cpu": _cpu_model(), "threads": torch.get_num_threads(), "tokens": args.tokens,
+    result = {"cpu": cpu_model(), "threads": torch.get_num_threads(), "tokens": args.tokens,
               "hidden": args.hidden, "ops": {}}
     for name, (shapes, liger, composed) in _cases(args.tokens, args.hidden).items():
         t_liger = _time(liger, shapes, "ember", args.iters)

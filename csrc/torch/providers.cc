@@ -3,7 +3,7 @@
 // memory is host memory; a real chip would register its own providers):
 //  - kernels::gemm: MKL for float32, oneDNN with AMX/AVX-512 for bfloat16 and float16 where the
 //    CPU has their dot-product instructions; elsewhere 16-bit products are widened to float32 and
-//    run as MKL sgemm (see widened_gemm). Chosen by measurement (bench/matmul.py).
+//    run as MKL sgemm (compute_operand, widened_gemm). Chosen by measurement (bench/matmul.py).
 //  - kernels::conv: oneDNN convolution, forward and backward; 16-bit ones widened to float32 like
 //    the products where the CPU lacks the 16-bit instructions.
 //  - kernels lapack (Cholesky, LU and their solves): the LAPACK routines libtorch exports (MKL's).
@@ -76,24 +76,29 @@ at::Tensor host_alias(const kernels::TensorView& v) {
 }
 
 // Whether the CPU multiplies this 16-bit type natively (AVX512-BF16 / AMX-BF16, AVX512-FP16).
-// Without those instructions libtorch's bfloat16 and float16 products take a scalar fallback,
-// about 100x slower than sgemm (1024^3: 1.1 s against 12 ms on an AVX2 EPYC).
-bool native_half_gemm(kernels::DType t) {
+// Without those instructions libtorch's bfloat16 and float16 products and convolutions take a
+// scalar fallback, about 100x slower than float32 (1024^3 mm: 1.1 s against 12 ms on an AVX2 EPYC).
+bool native_half(c10::ScalarType t) {
     static const bool bf16 = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
     static const bool f16 = __builtin_cpu_supports("avx512fp16");
-    return t == kernels::DType::kBFloat16 ? bf16 : t == kernels::DType::kFloat16 ? f16 : true;
+    return t == at::kBFloat16 ? bf16 : t == at::kHalf ? f16 : true;
 }
 
-// A 16-bit product computed in float32: the inputs widen exactly, the products accumulate in
-// float32 (as every 16-bit GEMM does), and C = beta C + alpha A B rounds once to the 16-bit type.
-// A batch operand in float32; one broadcast over the batch (batch stride 0) is widened once.
-at::Tensor widen(const at::Tensor& t) {
-    if (t.size(0) > 1 && t.stride(0) == 0) return t[0].to(at::kFloat).unsqueeze(0).expand(t.sizes());
+// An operand as the library computes it: as stored, or widened (exactly) to float32 where the CPU
+// has no native arithmetic for its 16-bit type; the result is rounded once when copied into the
+// 16-bit output. An operand broadcast over its first dim (stride 0) is widened once.
+at::Tensor compute_operand(const at::Tensor& t) {
+    if (native_half(t.scalar_type())) return t;
+    if (t.dim() > 0 && t.size(0) > 1 && t.stride(0) == 0) {
+        return t[0].to(at::kFloat).unsqueeze(0).expand(t.sizes());
+    }
     return t.to(at::kFloat);
 }
 
+// C = beta C + alpha A B with A and B widened: the products accumulate in float32 (as every
+// 16-bit GEMM's do) and C rounds once to its 16-bit type.
 void widened_gemm(const kernels::GemmArgs& g, const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-    at::Tensor af = widen(a), bf = widen(b);
+    at::Tensor af = compute_operand(a), bf = compute_operand(b);
     at::Tensor cf = g.beta == 0 ? at::bmm(af, bf) : c.to(at::kFloat).baddbmm_(af, bf, g.beta, g.alpha);
     if (g.beta == 0 && g.alpha != 1) cf.mul_(g.alpha);
     c.copy_(cf);
@@ -106,7 +111,7 @@ Status libtorch_gemm(const kernels::GemmArgs& g) {
     set_team(1);
     try {
         at::Tensor a = host_alias(g.a), b = host_alias(g.b), c = host_alias(g.c);
-        if (!native_half_gemm(g.a.dtype)) {
+        if (!native_half(a.scalar_type())) {
             widened_gemm(g, a, b, c);
             return Status();
         }
@@ -135,24 +140,17 @@ double conv_flops(const kernels::TensorView& out, const kernels::TensorView& wei
     return 2.0 * n * taps;
 }
 
-// An operand as the library computes it: widened to float32 where the CPU has no native
-// arithmetic for its 16-bit type (the result is rounded once when copied into the output).
-at::Tensor compute_operand(const kernels::TensorView& v) {
-    at::Tensor t = host_alias(v);
-    return native_half_gemm(v.dtype) ? t : t.to(at::kFloat);
-}
-
 Status libtorch_conv(const kernels::ConvArgs& a) {
     at::DisableRecordFunctionGuard no_record;
     if (a.threads == 1) set_team(1);
     else team_for_conv(conv_flops(a.out, a.weight));
     try {
         const auto& p = a.params;
-        at::Tensor bias = a.bias.data ? compute_operand(a.bias) : at::Tensor();
-        at::Tensor r = at::convolution(compute_operand(a.input), compute_operand(a.weight), bias,
-                                       vec(p.stride, p.spatial), vec(p.padding, p.spatial),
-                                       vec(p.dilation, p.spatial), p.transposed,
-                                       vec(p.output_padding, p.spatial), p.groups);
+        at::Tensor bias = a.bias.data ? compute_operand(host_alias(a.bias)) : at::Tensor();
+        at::Tensor r = at::convolution(compute_operand(host_alias(a.input)), compute_operand(host_alias(a.weight)),
+                                       bias, vec(p.stride, p.spatial), vec(p.padding, p.spatial),
+                                       vec(p.dilation, p.spatial), p.transposed, vec(p.output_padding, p.spatial),
+                                       p.groups);
         host_alias(a.out).copy_(r);
     } catch (const std::exception& e) {
         return internal_error(std::string("conv: ") + e.what());
@@ -171,9 +169,9 @@ Status libtorch_conv_backward(const kernels::ConvBackwardArgs& a) {
         std::vector<int64_t> bias_sizes;
         if (mask[2]) bias_sizes = {a.grad_bias.sizes[0]};
         auto [gi, gw, gb] = at::convolution_backward(
-            compute_operand(a.grad_out), compute_operand(a.input), compute_operand(a.weight), bias_sizes, vec(p.stride, p.spatial),
-            vec(p.padding, p.spatial), vec(p.dilation, p.spatial), p.transposed, vec(p.output_padding, p.spatial),
-            p.groups, mask);
+            compute_operand(host_alias(a.grad_out)), compute_operand(host_alias(a.input)),
+            compute_operand(host_alias(a.weight)), bias_sizes, vec(p.stride, p.spatial), vec(p.padding, p.spatial),
+            vec(p.dilation, p.spatial), p.transposed, vec(p.output_padding, p.spatial), p.groups, mask);
         if (mask[0]) host_alias(a.grad_input).copy_(gi);
         if (mask[1]) host_alias(a.grad_weight).copy_(gw);
         if (mask[2]) host_alias(a.grad_bias).copy_(gb);

@@ -5,7 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+
+#include "torch_ember/vec_math.h"  // bits_to_float, float_to_bits
 
 namespace ember::kernels {
 
@@ -56,16 +57,8 @@ struct BFloat16 {
     uint16_t bits;
 };
 
-inline float bits_to_float(uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-inline uint32_t float_to_bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
+using vmath::bits_to_float;
+using vmath::float_to_bits;
 
 inline float to_float(BFloat16 v) { return bits_to_float(static_cast<uint32_t>(v.bits) << 16); }
 inline BFloat16 to_bfloat16(float f) {

@@ -58,12 +58,10 @@ def cache_dir() -> Path:
 
 
 def cache_key(ttir: str) -> str:
-    from .codegen import codegen_version
-    from .runtime_h import RUNTIME_CPP, RUNTIME_H
+    from .codegen import codegen_version  # covers the prelude and runtime library sources too
     compiler = cxx()
     h = hashlib.sha256()
-    for part in (ttir, codegen_version(), RUNTIME_H, RUNTIME_CPP, " ".join(CXX_FLAGS), compiler, cxx_version(compiler),
-                 cpu_flags()):
+    for part in (ttir, codegen_version(), " ".join(CXX_FLAGS), compiler, cxx_version(compiler), cpu_flags()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

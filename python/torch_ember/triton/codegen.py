@@ -285,9 +285,9 @@ class Translator:
                 # done in float, and each op's result is rounded once, lazy or not.
                 inner = expr_of_index
                 expr_of_index = lambda i: f"em::{ty.elem}((float)({inner(i)}))"  # noqa: E731
-            n = len(expr_of_index("_i"))
-            shared_ok = n <= _SHARED_EXPR_CHARS and not costly(expr_of_index("_i"))
-            if n <= _MAX_EXPR_CHARS and (shared_ok or self.uses.get(result, 0) <= 1):
+            e = expr_of_index("_i")
+            shared_ok = len(e) <= _SHARED_EXPR_CHARS and not costly(e)
+            if len(e) <= _MAX_EXPR_CHARS and (shared_ok or self.uses.get(result, 0) <= 1):
                 v = Lazy(ty, expr_of_index)
                 self.env[result] = v
                 return v
@@ -483,21 +483,25 @@ _ARITH_BINARY = {
 }
 
 
+# The math functions vec_math.h has in a vectorizable float version (and <cmath>'s for double).
+VMATH = {"exp", "exp2", "log", "log1p", "tanh", "erf"}
+
+
+def math_call(name: str, args) -> str:
+    """A call of <cmath>'s `name`, or of Ember's vectorizable version where vec_math.h has one."""
+    return f"{'ember::vmath' if name in VMATH else 'std'}::{name}({', '.join(args)})"
+
+
 def _fn(name):
-    return lambda *a, ft: f"std::{name}({', '.join(a)})"
-
-
-def _vfn(name):
-    """Ember's vectorizable float version (vec_math.h; <cmath>'s for double)."""
-    return lambda *a, ft: f"ember::vmath::{name}({', '.join(a)})"
+    return lambda *a, ft: math_call(name, a)
 
 
 _MATH_UNARY = {
-    "exp": _vfn("exp"), "exp2": _vfn("exp2"), "log": _vfn("log"), "log2": _fn("log2"),
-    "log1p": _vfn("log1p"), "expm1": _fn("expm1"), "sqrt": _fn("sqrt"),
+    "exp": _fn("exp"), "exp2": _fn("exp2"), "log": _fn("log"), "log2": _fn("log2"),
+    "log1p": _fn("log1p"), "expm1": _fn("expm1"), "sqrt": _fn("sqrt"),
     "rsqrt": lambda x, ft: f"(({ft})1 / std::sqrt({x}))",
     "absf": _fn("fabs"), "ceil": _fn("ceil"), "floor": _fn("floor"), "sin": _fn("sin"),
-    "cos": _fn("cos"), "tan": _fn("tan"), "tanh": _vfn("tanh"), "erf": _vfn("erf"),
+    "cos": _fn("cos"), "tan": _fn("tan"), "tanh": _fn("tanh"), "erf": _fn("erf"),
     "trunc": _fn("trunc"), "round": _fn("round"), "roundeven": _fn("nearbyint"),
     "cbrt": _fn("cbrt"), "atan": _fn("atan"), "asin": _fn("asin"), "acos": _fn("acos"),
     "sinh": _fn("sinh"), "cosh": _fn("cosh"), "fma": _fn("fma"), "powf": _fn("pow"),

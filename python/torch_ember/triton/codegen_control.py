@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from .codegen import Lazy, Op, Translator, Ty, V, _SIZE, costly, ctype, find_top, handles, parse_type, split_top
+from .codegen import (
+    Lazy, Op, Translator, Ty, V, _SHARED_EXPR_CHARS, _SIZE, costly, ctype, find_top, handles, parse_type, split_top,
+)
 
 
 def _local_copy(t, name: str, ty, src) -> V:
@@ -96,7 +98,8 @@ def _for(t: Translator, op: Op):
             ty = parse_type(oty)
             if k in offsets and ty.is_tensor and ty.elem == "ptr":
                 start = t.get_lazy(init, op)
-                if isinstance(start, Lazy) and (costly(start.raw("_i")) or len(start.raw("_i")) > 400):
+                e = start.raw("_i")
+                if isinstance(start, Lazy) and (costly(e) or len(e) > _SHARED_EXPR_CHARS):
                     start = t.get(init, op)  # computed once, not in every iteration's loads
                 off = t.fresh("off")
                 t.emit(f"int64_t {off} = 0;")

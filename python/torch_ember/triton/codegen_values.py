@@ -9,7 +9,7 @@ import re
 
 from .codegen import (
     Lazy, Op, Translator, Ty, V, _CMPF, _CMPI, _EXTERN_MATH, _cast, _flat, _is_float, _literal,
-    _parse_scalar_literal, ctype, find_top, ftype, handles, parse_type, utype,
+    _parse_scalar_literal, ctype, find_top, ftype, handles, math_call, parse_type, utype,
 )
 
 
@@ -288,10 +288,6 @@ def _atomic_cas(t: Translator, op: Op):
              lambda i: f"em::atomic_cas<{c}>({raw(ptr, i)}, ({c}){raw(cmp, i)}, ({c}){raw(val, i)})")
 
 
-# The math functions vec_math.h has in a vectorizable float version (and <cmath>'s for double).
-_VMATH = {"exp", "exp2", "log", "log1p", "tanh", "erf"}
-
-
 @handles("tt.dot")
 def _dot(t: Translator, op: Op):
     names = op.operands()
@@ -497,8 +493,7 @@ def _extern(t: Translator, op: Op):
         name = base[:-1]
     args = [f"(({ft}){v.at('{i}')})" for v in ins]
     if name is not None:
-        ns = "ember::vmath" if name in _VMATH else "std"
-        tmpl = f"{ns}::{name}({', '.join(args)})"
+        tmpl = math_call(name, args)
     elif base in ("rsqrtf", "rsqrt"):
         tmpl = f"(({ft})1 / std::sqrt({args[0]}))"
     elif base in ("isnanf", "isnand", "isnan"):

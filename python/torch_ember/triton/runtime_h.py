@@ -7,8 +7,10 @@ log1p, tanh and erf on float written so that loops over them vectorize, as in Em
 kernels) and holds what else the generated code needs beyond plain C++:
 16-bit float storage types (converted through float, rounding to nearest even), NaN-aware min/max,
 guarded integer division, atomics on any element type through compare-and-swap, the dot product
-on fixed-size tiles (through the device's sgemm when large enough), and the parallel loop that runs a kernel's programs on host threads.
+on fixed-size tiles (through the device's sgemm when large enough), and the parallel loop that
+runs a kernel's programs on host threads.
 """
+
 
 def _vec_math() -> str:
     """torch_ember/vec_math.h, the vectorizable float math Ember's own kernels use."""

@@ -43,6 +43,19 @@ EMBER_VMATH_INLINE uint32_t float_to_bits(float f) {
 
 EMBER_VMATH_INLINE float pow2i(int32_t k) { return bits_to_float(static_cast<uint32_t>(k + 127) << 23); }
 
+// e^r * 2^n for |r| <= ln2/2: Cephes' polynomial for e^r, scaled by two power-of-two factors (one
+// would overflow the exponent field for the subnormal results).
+EMBER_VMATH_INLINE float exp_scaled(float r, int32_t n) {
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.f;
+    return p * pow2i(n >> 1) * pow2i(n - (n >> 1));
+}
+
 EMBER_VMATH_INLINE float exp(float x) {
     // Below -104.5 the result is +0. Those lanes (masked attention scores, x - max of a softmax
     // row) are computed at 0 and replaced: evaluating them would make subnormal intermediates,
@@ -51,35 +64,18 @@ EMBER_VMATH_INLINE float exp(float x) {
     float c = x > -104.5f ? x : 0.f;
     c = c < 89.f ? c : 89.f;
     const float fn = (c * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to integer
-    const int32_t n = static_cast<int32_t>(fn);
     const float r = (c - fn * 0.693359375f) - fn * -2.12194440e-4f;  // ln2 split for exactness
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.f;
-    const float y = p * pow2i(n >> 1) * pow2i(n - (n >> 1));
+    const float y = exp_scaled(r, static_cast<int32_t>(fn));
     return x != x ? x : (x > -104.5f ? y : 0.f);
 }
 
-// exp2: 2^n * 2^r with n = round(x) and r = x - n exact; 2^r = exp(r ln2) by exp's polynomial
+// exp2: 2^n * 2^r with n = round(x) and r = x - n exact; 2^r = e^(r ln2) by exp's polynomial
 // (|r ln2| <= ln2/2, the range it was fitted on).
 EMBER_VMATH_INLINE float exp2(float x) {
     float c = x > -151.f ? x : 0.f;
     c = c < 128.f ? c : 128.f;
     const float fn = (c + 12582912.f) - 12582912.f;
-    const int32_t n = static_cast<int32_t>(fn);
-    const float r = (c - fn) * 0.693147180559945309f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.f;
-    const float y = p * pow2i(n >> 1) * pow2i(n - (n >> 1));
+    const float y = exp_scaled((c - fn) * 0.693147180559945309f, static_cast<int32_t>(fn));
     return x != x ? x : (x > -151.f ? y : 0.f);
 }
 
