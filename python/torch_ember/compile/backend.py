@@ -6,6 +6,9 @@ Options (torch.compile(..., options={...}) arrives here as keyword arguments):
             mode would run it on the CPU) with a CompileError that names each op and its source
             line; "eager" runs those through the CPU fallback too. Ops that have an eager ember
             kernel but no lowering always compile: they run as library steps.
+  background: False (default, or EMBER_BACKGROUND_COMPILE=1 for True) compiles at the first
+            call, which waits; True compiles on a thread while the first calls run eagerly
+            (background.py).
 Shapes are static. A graph that Dynamo hands over with symbolic sizes (its automatic dynamic
 shapes after a recompile, or dynamic=True) is specialized: each new combination of input sizes
 seen at run time is traced and compiled once, for those sizes, on its first call."""
@@ -15,6 +18,8 @@ import time
 
 import torch
 
+from . import background as _background
+from . import settings
 from . import stats as _stats
 from . import warm as _warm
 from .compiler import compile_data_dependent, compile_graph
@@ -23,7 +28,7 @@ from .errors import CompileError
 from .fx_to_ir import is_static
 from .runner import boxed
 
-_OPTIONS = {"fallback": (None, "eager")}
+_OPTIONS = {"fallback": (None, "eager"), "background": (False, True)}
 # torch.compile(mode=...): every mode compiles the same way today. Compiled graphs already run
 # as one queued task per piece with no per-kernel host work, which is what reduce-overhead asks
 # for; max-autotune has no search space of its own yet (the GEMM provider picks its kernels).
@@ -59,9 +64,7 @@ def _is_lifted_scalar(a) -> bool:
 def _bind_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
     """A copy of `gm` in which each .item() of a lifted-scalar input is replaced by the value
     (the placeholder stays, so the call signature is unchanged; the value is in the cache key)."""
-    import copy
-
-    g = copy.deepcopy(gm)
+    g = _copy_graph(gm)
     for n in g.graph.nodes:
         # Value-dependent sizes get new symbols when the copy is traced again (_traceable): the
         # ones Dynamo bound belong to its own shape environment.
@@ -69,6 +72,21 @@ def _bind_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
     placeholders = [n for n in g.graph.nodes if n.op == "placeholder"]
     _bind_into(g, {ph: a.item() for ph, a in zip(placeholders, args) if _is_lifted_scalar(a)})
     return g
+
+
+def _copy_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of `gm`'s graph and modules that shares its tensors. Dynamo keeps some state as
+    attributes of the graph module (a compiled optimizer step's parameters and moments): a
+    copied tensor would be the one the compiled graph reads and updates in place, and the
+    caller's would silently stay as it was."""
+    import copy
+
+    memo = {}
+    for m in gm.modules():
+        for v in (*m.__dict__.values(), *m._parameters.values(), *m._buffers.values()):
+            if isinstance(v, torch.Tensor):
+                memo[id(v)] = v
+    return copy.deepcopy(gm, memo)
 
 
 def _is_size_arg(a) -> bool:
@@ -110,7 +128,8 @@ def _bind_into(g: torch.fx.GraphModule, values: dict) -> None:
 
 
 def _specializing(gm, options):
-    """A callable compiling `gm` once per concrete input signature, at its first call."""
+    """A callable compiling `gm` once per concrete input signature, at its first call (or, with
+    the background option, on a thread while the calls run `gm` eagerly)."""
     compiled = {}
 
     def run(*args):
@@ -120,11 +139,47 @@ def _specializing(gm, options):
         fn = compiled.get(key)
         if fn is None:
             reason = _recompile_reason(compiled, key)
-            g = _without_size_args(_bind_scalars(gm, args), args)
-            fn = compiled[key] = _compile_static(g, _traceable(_tensor_args(args)), options, reason)
-        return fn(*_tensor_args(args))
+            fn = compiled[key] = _specialize(gm, args, options, reason)
+        return fn(*args)
 
     return run
+
+
+def _specialize(gm, args, options, reason):
+    """The callable (taking every graph input) for the signature of `args`."""
+    # Made here: a background thread must not read the caller's tensors while the caller
+    # updates them in place, nor copy `gm` while the caller runs it.
+    g = _without_size_args(_bind_scalars(gm, args), args)
+    return _compiled_or_started(gm, g, _traceable(_tensor_args(args)), options, reason)
+
+
+def _in_background(gm, options):
+    """A static graph compiled on a thread from its first call on. Unlike _specializing, 0-d
+    CPU inputs stay inputs (an optimizer's step count, updated in place): only symbolic
+    graphs get Python floats lifted that way."""
+    job = []
+
+    def run(*args):
+        if not job:
+            job.append(_compiled_or_started(gm, _copy_graph(gm), _traceable(list(args)), options, ""))
+        return job[0](*args)
+
+    return run
+
+
+def _compiled_or_started(gm, g, fakes, options, reason):
+    """`g` compiled now, or on a thread while calls run `gm` eagerly (options["background"]);
+    the result takes every input of `gm`."""
+    gid = _next_id()
+
+    def build(records=None):
+        return _compile_static(g, fakes, options, reason, records=records, gid=gid)
+
+    if not options.get("background"):
+        fn = build()
+        return lambda *a: fn(*_tensor_args(a))
+    job = _background.start(f"graph{gid}", build)
+    return lambda *a: job.call(gm, _tensor_args(a), a)
 
 
 def _tensor_args(args) -> list:
@@ -180,11 +235,23 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     if mode is not None and mode not in MODES:
         raise CompileError(f"unknown torch.compile mode {mode!r} for backend='ember'; known: {list(MODES)}")
     options = _check_options({**(options.pop("options", None) or {}), **options})
+    # A graph that runs higher-order ops is compiled in the foreground: run eagerly it traces
+    # (cond materializes its branches, checkpoint and flex attention build subgraphs), and
+    # FX tracing state is process-wide, so it would race the compile thread (background.py).
+    background = options.get("background", settings.background_compile()) and not _has_higher_order_ops(gm)
+    options = {**options, "background": background}
     if _is_symbolic(example_inputs):
         return _specializing(gm, options)
+    if background:
+        return _in_background(gm, options)
     if _warm.enabled():
         return _compile_serializable(gm, example_inputs, options, mode)
     return _compile_static(gm, example_inputs, options)
+
+
+def _has_higher_order_ops(gm: torch.fx.GraphModule) -> bool:
+    return any(isinstance(n.target, torch._ops.HigherOrderOperator) for m in gm.modules()
+               if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes)
 
 
 def _compile_serializable(gm, example_inputs, options, mode):
@@ -198,16 +265,24 @@ def _compile_serializable(gm, example_inputs, options, mode):
     return out
 
 
-def _compile_static(gm, example_inputs, options, recompile_reason="", serializable=None):
+def _next_id() -> int:
+    with _ids_lock:
+        return next(_ids)
+
+
+def _compile_static(gm, example_inputs, options, recompile_reason="", serializable=None, records=None,
+                    gid=None):
     from torch._dynamo.backends.common import aot_autograd
 
-    with _ids_lock:
-        gid = next(_ids)
+    gid = _next_id() if gid is None else gid
     mark = [time.perf_counter()]  # end of the previous phase we measured
 
     def compiler(kind):
         def compile_fx(fx_gm: torch.fx.GraphModule, inputs):
-            rec = _stats.CompileRecord(name=f"graph{gid}_{kind}", kind=kind, recompile_reason=recompile_reason)
+            rec = _stats.CompileRecord(name=f"graph{gid}_{kind}", kind=kind, recompile_reason=recompile_reason,
+                                       background=records is not None)
+            if records is not None:
+                records.append(rec)
             t0 = time.perf_counter()
             rec.capture_ms = (t0 - mark[0]) * 1e3
             # Inputs are concrete here (symbolic ones were specialized), so a symbolic size is
@@ -226,4 +301,5 @@ def _compile_static(gm, example_inputs, options, recompile_reason="", serializab
 
     aot = aot_autograd(fw_compiler=compiler("fw"), bw_compiler=compiler("bw"),
                        inference_compiler=compiler("inference"), decompositions=decomposition_table())
-    return aot(gm, example_inputs)
+    with _background.compile_lock:
+        return aot(gm, example_inputs)

@@ -28,7 +28,9 @@ def _register() -> None:
     register_interface_for_device("ember", EmberInterface)
     _register_device_context()
     _keep_string_frames()
-    from . import warm
+    from . import background, warm
+
+    background.install()
 
     if warm.enabled():
         warm.install()

@@ -20,3 +20,8 @@ def configured_cache_dir() -> str:
 def log_compiles() -> bool:
     """EMBER_LOG is a comma-separated list of topics; "compile" prints one line per compile."""
     return "compile" in os.environ.get("EMBER_LOG", "").split(",")
+
+
+def background_compile() -> bool:
+    """EMBER_BACKGROUND_COMPILE=1 makes options={"background": True} the default."""
+    return os.environ.get("EMBER_BACKGROUND_COMPILE", "0") == "1"

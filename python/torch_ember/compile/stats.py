@@ -39,6 +39,8 @@ class CompileRecord:
     library_ops: list = field(default_factory=list)  # (op, line) run by their eager ember kernel
     eager_ops: list = field(default_factory=list)  # (op, line) run through the CPU fallback
     recompile_reason: str = ""  # why this graph was compiled again (new input sizes, ...)
+    background: bool = False  # compiled on a thread while the first calls ran eagerly
+    eager_calls: int = 0  # calls that ran eagerly before the compiled graph took over
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -47,6 +49,7 @@ class CompileRecord:
         eager = f" library_steps={len(self.library_ops)}" if self.library_ops else ""
         eager += f" eager_ops={len(self.eager_ops)}" if self.eager_ops else ""
         eager += f" recompile=({self.recompile_reason})" if self.recompile_reason else ""
+        eager += " background" if self.background else ""
         return (f"ember compile {self.name} [{self.kind}] {self.total_ms:.1f} ms "
                 f"(capture {self.capture_ms:.1f}, fx->ir {self.fx_to_ir_ms:.1f}, "
                 f"compile {self.compile_ms:.1f}: codegen {self.codegen_ms:.1f}, jit {self.jit_ms:.1f}, "

@@ -66,6 +66,8 @@ def _code_fingerprint() -> str:
 
 
 def salt(options: dict, mode=None) -> str:
+    # `background` changes when a graph compiles, not what it compiles to.
+    options = {k: v for k, v in options.items() if k != "background"}
     h = hashlib.sha256(_code_fingerprint().encode())
     h.update(repr((sorted(options.items()), mode)).encode())
     return "ember-" + h.hexdigest()[:24]
