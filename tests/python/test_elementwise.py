@@ -658,3 +658,48 @@ def test_masked_fill_of_bool_tensors(native_only):
         assert torch.equal(x.to("ember").masked_fill(m.to("ember"), v).cpu(), x.masked_fill(m, v))
     assert torch.equal(x.to("ember").masked_fill(m.to("ember"), torch.tensor(True, device="ember")).cpu(),
                        x.masked_fill(m, torch.tensor(True)))
+
+
+# --- nextafter, gcd, lcm, angle: native, bit for bit with the CPU --------------------------------
+def _native_only(fn, *inputs):
+    torch_ember.reset_fallback_stats()
+    got = fn(*(t.to("ember") for t in inputs)).cpu()
+    torch.ember.synchronize()
+    assert not list(torch_ember.fallback_report()), "took the CPU fallback"
+    torch.testing.assert_close(got, fn(*inputs), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nextafter_and_angle_of_floats(dtype):
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 300, generator=g, dtype=dtype)
+    special = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1.0, -2.0], dtype=dtype)
+    a[:7], b[:7] = special, special.flip(0)
+    _native_only(torch.nextafter, a, b)
+    _native_only(lambda x, y: x.clone().nextafter_(y), a, b)
+    _native_only(torch.angle, a)
+    _native_only(torch.angle, torch.tensor([-3, 0, 5]))  # integers promote to float
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_gcd_and_lcm_of_integers(dtype):
+    g = torch.Generator().manual_seed(1)
+    info = torch.iinfo(dtype)
+    lo, hi = max(info.min, -(2 ** 40)), min(info.max, 2 ** 40)
+    a, b = torch.randint(lo, hi, (2, 500), generator=g, dtype=torch.int64).to(dtype)
+    a[:3], b[:2] = 0, 0
+    _native_only(torch.lcm, a, b)  # int32 products wrap in 32 bits, as on the CPU
+    _native_only(torch.lcm, a[:, None][:20], b[None, :20])  # broadcast
+    # std::abs keeps the minimum negative. (Not for lcm: the CPU's own lcm can divide the
+    # minimum by -1 there and crash the process.)
+    a[3:6], b[3:6] = info.min, torch.tensor([6, -4, info.min])
+    _native_only(torch.gcd, a, b)
+
+
+def test_gcd_of_floats_and_half_nextafter_keep_the_cpu_behaviour():
+    with pytest.raises(RuntimeError, match="gcd_cpu.*not implemented for 'Float'"):
+        torch.gcd(torch.ones(3, device="ember"), torch.ones(3, device="ember"))
+    a = torch.ones(4, dtype=torch.bfloat16)
+    # bfloat16 steps in its own representation: computed by the CPU, not in float32.
+    torch.testing.assert_close(torch.nextafter(a.to("ember"), (a * 0).to("ember")).cpu(),
+                               torch.nextafter(a, a * 0), rtol=0, atol=0)

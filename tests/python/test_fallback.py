@@ -51,14 +51,16 @@ _refused = _cpu_only("refused")
 _counted = _cpu_only("counted")
 _sort_a, _sort_b, _sort_c = _cpu_only("sort_a"), _cpu_only("sort_b"), _cpu_only("sort_c")
 _large = _cpu_only("large")
+_LIB.define("nudge_(Tensor(a!) self, float toward) -> Tensor(a!)")
+_LIB.impl("nudge_", lambda t, toward: t.nextafter_(torch.full_like(t, toward)), "CPU")
 _reset = _cpu_only("reset")
 _ordered = _cpu_only("ordered")
 
 
 def _nudge_(t, toward=1e6):
-    """An in-place ATen op that still takes the fallback: each element steps one float toward
-    `toward` (the results are exact, so views and write-backs compare bit for bit)."""
-    return t.nextafter_(torch.full_like(t, toward))
+    """An in-place op that takes the fallback: each element steps one float toward `toward`
+    (the results are exact, so views and write-backs compare bit for bit)."""
+    return torch.ops.ember_fallback_test.nudge_(t, toward)
 
 
 # --- subprocesses: warn-once and EMBER_FALLBACK, started together to keep the file fast -------
@@ -71,12 +73,12 @@ _CHILD = textwrap.dedent("""
         import torch, torch_ember
         out = {"mode": torch_ember.set_fallback_mode("warn")}
         torch_ember.set_fallback_mode(out["mode"])
-        a = torch.ones(1000, device="ember")
-        b = torch.full((1000,), 2.0, device="ember")
+        a = torch.ones(1000, device="ember", dtype=torch.bfloat16)
+        b = torch.full((1000,), 2.0, device="ember", dtype=torch.bfloat16)
         try:
-            c = torch.nextafter(a, b)  # the float after 1
+            c = torch.nextafter(a, b)  # the bfloat16 after 1 (ember computes float32/64 only)
             c = torch.nextafter(c, a)  # 1 again
-            torch.angle(b)
+            torch.frexp(b.float())
             torch_ember.reset_fallback_stats()
             torch.nextafter(c, c)  # warned already: a reset does not re-arm it
             out["result"] = c.cpu().tolist()[:2]
@@ -88,8 +90,8 @@ _CHILD = textwrap.dedent("""
 """)
 
 # Ops with no ember kernel that no other test uses (the warn-once set is per process).
-_NEXTAFTER = "aten::nextafter.out"
-_ANGLE = "aten::angle"
+_NEXTAFTER = "aten::nextafter"
+_ANGLE = "aten::frexp.Tensor_out"
 
 # Three interpreters on few cores: an unknown value (which means 'warn', the default) checks
 # the warn-once behaviour as well.
@@ -230,17 +232,17 @@ def test_set_fallback_mode_validates():
 # --- report -----------------------------------------------------------------------------------
 
 def test_report_counts_calls_and_bytes():
-    a = _e(torch.randn(1000))
-    b = _e(torch.randn(1000))
+    a = _e(torch.randn(1000, dtype=torch.bfloat16))
+    b = _e(torch.randn(1000, dtype=torch.bfloat16))
     for _ in range(3):
-        torch.nextafter(a, b)
-    _counted(a)
+        torch.nextafter(a, b, out=torch.empty_like(a))
+    _counted(a.float())
     report = torch_ember.fallback_report()
     d = report.to_dict()
     rec = d["aten::nextafter.out"]
     assert rec["calls"] == 3
-    assert rec["bytes_to_host"] >= 3 * 8000
-    assert rec["bytes_to_device"] >= 3 * 4000
+    assert rec["bytes_to_host"] >= 3 * 4000
+    assert rec["bytes_to_device"] >= 3 * 2000
     assert rec["seconds"] >= 0
     assert d[_NS + "counted"]["calls"] == 1
     assert report[0].op == "aten::nextafter.out" and report[0].calls == 3  # most-called first
@@ -667,16 +669,18 @@ def test_fallback_keeps_strides_so_gradients_are_right(layout, fn):
 def test_refused_call_does_not_warn():
     # A call the CPU kernel refuses raises its own error with no fallback warning before it;
     # the op's first successful call still warns.
-    a = _e(torch.tensor([4, 6, 9]))
+    # (bfloat16 nextafter_: ember computes nextafter in float32/float64 only.)
+    a = _e(torch.tensor([4.0, 6.0, 9.0], dtype=torch.bfloat16))
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         with pytest.raises(RuntimeError, match="must match the size"):
-            torch.gcd(a, _e(torch.ones(4, dtype=torch.int64)))
+            a.nextafter_(_e(torch.ones(4, dtype=torch.bfloat16)))
         with pytest.raises(RuntimeError, match="same device"):
-            torch.gcd(a, torch.ones(3, dtype=torch.int64))
+            a.nextafter_(torch.ones(3, dtype=torch.bfloat16))
     assert _ember_warnings(rec) == []
+    ref = a.cpu().nextafter_(a.cpu().flip(0))
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        y = torch.gcd(a, a.flip(0))
+        a.nextafter_(a.flip(0))
     assert len(_ember_warnings(rec)) == 1
-    torch.testing.assert_close(y.cpu(), torch.gcd(a.cpu(), a.cpu().flip(0)))
+    torch.testing.assert_close(a.cpu(), ref, rtol=0, atol=0)

@@ -1,5 +1,6 @@
 // Unary math (exp, log, trig and hyperbolic functions and their inverses, erf and its
-// relatives, lgamma/digamma/trigamma, rounding, sign) and two-argument math (atan2, hypot) on core's elementwise engine,
+// relatives, lgamma/digamma/trigamma, rounding, sign, angle) and two-argument math (atan2, hypot,
+// nextafter, gcd, lcm) on core's elementwise engine,
 // each in its functional, in-place and out= form. TensorIterator does broadcasting, type
 // promotion and the out= checks as for CPU; dtypes the engine does not compute (complex) go to
 // the visible CPU fallback.
@@ -155,6 +156,58 @@ EMBER_MATH2(atan2, BinaryOp::kAtan2, binary_float_op)
 EMBER_MATH2(hypot, BinaryOp::kHypot, binary_op)
 #undef EMBER_MATH2
 
+// nextafter steps in the representation of float32/float64 only (float16/bfloat16 go to the CPU,
+// which steps in theirs); gcd and lcm take integers (the CPU refuses the rest, with its error).
+bool nextafter_native(const at::TensorIteratorBase& iter) {
+    return (iter.common_dtype() == at::kFloat || iter.common_dtype() == at::kDouble) && native_compute(iter, false);
+}
+bool integer_native(const at::TensorIteratorBase& iter) {
+    return at::isIntegralType(iter.common_dtype(), /*includeBool=*/false) && native_compute(iter, true);
+}
+
+#define EMBER_BINARY2(name, kOp, accept)                                                          \
+    at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                       \
+        at::Tensor out;                                                                           \
+        auto iter = TensorIterator::binary_op(out, self, other);                                  \
+        if (!accept(iter)) return cpu<ATEN_OP(name)>(self, other);                                \
+        queue_binary(kOp, iter);                                                                  \
+        return iter.output();                                                                     \
+    }                                                                                             \
+    at::Tensor& name##__fn(at::Tensor& self, const at::Tensor& other) {                           \
+        auto iter = TensorIterator::binary_op(self, self, other);                                 \
+        if (!accept(iter)) return cpu<ATEN_OP(name##_)>(self, other);                             \
+        queue_binary(kOp, iter);                                                                  \
+        return self;                                                                              \
+    }                                                                                             \
+    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {    \
+        auto iter = TensorIterator::binary_op(out, self, other);                                  \
+        if (!accept(iter)) return cpu<ATEN_OP2(name, out)>(self, other, out);                     \
+        queue_binary(kOp, iter);                                                                  \
+        return out;                                                                               \
+    }
+
+EMBER_BINARY2(nextafter, BinaryOp::kNextafter, nextafter_native)
+EMBER_BINARY2(gcd, BinaryOp::kGcd, integer_native)
+EMBER_BINARY2(lcm, BinaryOp::kLcm, integer_native)
+#undef EMBER_BINARY2
+
+// angle of a real tensor (integers and bool promote to float); complex goes to the CPU.
+at::Tensor angle_fn(const at::Tensor& self) {
+    if (self.is_complex()) return cpu<ATEN_OP(angle)>(self);
+    at::Tensor out;
+    auto iter = TensorIterator::unary_float_op(out, self);
+    if (!native_compute(iter, false)) return cpu<ATEN_OP(angle)>(self);
+    queue_unary(UnaryOp::kAngle, iter);
+    return iter.output();
+}
+at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
+    if (self.is_complex() || out.is_complex()) return cpu<ATEN_OP2(angle, out)>(self, out);
+    auto iter = TensorIterator::unary_float_op(out, self);
+    if (!native_compute(iter, false)) return cpu<ATEN_OP2(angle, out)>(self, out);
+    queue_unary(UnaryOp::kAngle, iter);
+    return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -210,6 +263,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("hypot", hypot_fn);
     m.impl("hypot_", hypot__fn);
     m.impl("hypot.out", hypot_out);
+    m.impl("nextafter", nextafter_fn);
+    m.impl("nextafter_", nextafter__fn);
+    m.impl("nextafter.out", nextafter_out);
+    m.impl("gcd", gcd_fn);
+    m.impl("gcd_", gcd__fn);
+    m.impl("gcd.out", gcd_out);
+    m.impl("lcm", lcm_fn);
+    m.impl("lcm_", lcm__fn);
+    m.impl("lcm.out", lcm_out);
+    m.impl("angle", angle_fn);
+    m.impl("angle.out", angle_out);
 }
 
 }  // namespace ember::torch_glue

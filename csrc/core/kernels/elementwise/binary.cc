@@ -106,6 +106,7 @@ inline T remainder(T a, T b) {
         case BinaryOp::kFmod: for (int64_t i = 0; i < n; ++i) y[i] = std::fmod(a[i], b[i]); break;           \
         case BinaryOp::kAtan2: for (int64_t i = 0; i < n; ++i) y[i] = std::atan2(a[i], b[i]); break;         \
         case BinaryOp::kHypot: for (int64_t i = 0; i < n; ++i) y[i] = std::hypot(a[i], b[i]); break;         \
+        case BinaryOp::kNextafter: for (int64_t i = 0; i < n; ++i) y[i] = std::nextafter(a[i], b[i]); break; \
         default: break; /* bitwise ops: integers only, refused by binary() */                  \
     }
 
@@ -128,9 +129,40 @@ inline int64_t power_i64(int64_t base, int64_t e) {
     return static_cast<int64_t>(result);
 }
 
+// gcd and lcm reproduce PyTorch's formulas in the operands' own width `bits` (8, 16, 32, or 64
+// for int64 and uint8, whose values need no wrapping): calc_gcd takes std::abs of each operand
+// stored back into its type (so -128 stays -128 in int8) and runs Euclid with C++'s signed
+// remainder; lcm is |a / g * b|, multiplied in int for types narrower than int and in the type's
+// own width otherwise.
+inline int64_t wrap_to(int64_t v, int bits) {
+    if (bits >= 64) return v;
+    const int s = 64 - bits;
+    return static_cast<int64_t>(static_cast<uint64_t>(v) << s) >> s;
+}
+inline int64_t abs_in(int64_t v, int bits) {
+    return wrap_to(v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v, bits);
+}
+inline int64_t gcd_in(int64_t x, int64_t y, int bits) {
+    int64_t a = abs_in(x, bits), b = abs_in(y, bits);
+    while (a != 0) {
+        const int64_t c = a;
+        a = a == -1 ? 0 : b % a;  // (INT64_MIN % -1 would trap; the remainder is 0)
+        b = c;
+    }
+    return b;
+}
+inline int64_t lcm_in(int64_t a, int64_t b, int bits) {
+    const int64_t g = gcd_in(a, b, bits);
+    if (g == 0) return 0;
+    const int64_t q = g == -1 ? static_cast<int64_t>(0 - static_cast<uint64_t>(a)) : a / g;
+    const int w = bits >= 32 ? bits : 64;
+    return abs_in(wrap_to(static_cast<int64_t>(static_cast<uint64_t>(q) * static_cast<uint64_t>(b)), w), w);
+}
+
 // Integers wrap on overflow as in PyTorch (computed in unsigned arithmetic to stay defined).
+// `bits` is the operands' width for gcd and lcm (see gcd_in).
 EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, const int64_t* b,
-                                  int64_t alpha, int64_t n) {
+                                  int64_t alpha, int64_t n, int bits) {
     auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
     switch (op) {
         case BinaryOp::kAdd: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<int64_t>(u(a[i]) + u(alpha) * u(b[i])); break;
@@ -156,6 +188,8 @@ EMBER_SIMD_CLONES void binary_i64(BinaryOp op, int64_t* y, const int64_t* a, con
         case BinaryOp::kShiftRight:
             for (int64_t i = 0; i < n; ++i) y[i] = a[i] >> ((b[i] < 0 || b[i] >= 64) ? 63 : b[i]);
             break;
+        case BinaryOp::kGcd: for (int64_t i = 0; i < n; ++i) y[i] = gcd_in(a[i], b[i], bits); break;
+        case BinaryOp::kLcm: for (int64_t i = 0; i < n; ++i) y[i] = lcm_in(a[i], b[i], bits); break;
         default: break;  // div and the float-only backwards are not routed here
     }
 }
@@ -182,6 +216,7 @@ bool divide_i64(BinaryOp op, int64_t* y, const int64_t* a, const int64_t* b, int
 bool division_op(BinaryOp op) { return op >= BinaryOp::kFloorDivide; }
 
 bool bitwise_op(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd && op <= BinaryOp::kShiftRight; }
+bool integer_only_op(BinaryOp op) { return bitwise_op(op) || op == BinaryOp::kGcd || op == BinaryOp::kLcm; }
 bool float_only_op(BinaryOp op) {
     return op == BinaryOp::kDiv ||
            (op >= BinaryOp::kSigmoidBackward && op < BinaryOp::kBitwiseAnd);
@@ -269,8 +304,8 @@ const char* op_name(BinaryOp op) {
     static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                   "eq", "ne", "lt", "le", "gt", "ge", "sigmoid_backward",
                                   "tanh_backward", "gelu_backward", "gelu_tanh_backward",
-                                  "softplus_backward", "silu_backward", "atan2", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",
-                                  "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "trunc_divide", "remainder", "fmod"};
+                                  "softplus_backward", "silu_backward", "atan2", "hypot", "nextafter", "bitwise_and", "bitwise_or",
+                                  "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "floor_divide", "trunc_divide", "remainder", "fmod"};
     return names[static_cast<int>(op)];
 }
 
@@ -280,8 +315,11 @@ Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Sca
     if (loop.nops != 3) return invalid_argument("binary: expected two inputs and one output");
     const bool floating = compute == DType::kFloat32 || compute == DType::kBFloat16 ||
                           compute == DType::kFloat16 || compute == DType::kFloat64;
-    if (bitwise_op(op) && floating) {
+    if (integer_only_op(op) && floating) {
         return invalid_argument(std::string(op_name(op)) + " needs integer or bool tensors");
+    }
+    if (op == BinaryOp::kNextafter && compute != DType::kFloat32 && compute != DType::kFloat64) {
+        return invalid_argument("nextafter is computed for float32 and float64 only");
     }
     switch (compute) {
         case DType::kFloat32: case DType::kBFloat16: case DType::kFloat16: {
@@ -307,7 +345,9 @@ Status binary(BinaryOp op, const ElementwiseLoop& loop, DType compute, const Sca
                 return Status();
             }
             int64_t al = alpha.kind == Scalar::Kind::kFloat ? static_cast<int64_t>(alpha.f) : alpha.i;
-            run<int64_t>(loop, pool, [=](int64_t* y, const int64_t* a, const int64_t* b, int64_t n) { binary_i64(op, y, a, b, al, n); });
+            const int bits = compute == DType::kInt8 ? 8 : compute == DType::kInt16 ? 16
+                           : compute == DType::kInt32 ? 32 : 64;
+            run<int64_t>(loop, pool, [=](int64_t* y, const int64_t* a, const int64_t* b, int64_t n) { binary_i64(op, y, a, b, al, n, bits); });
             return Status();
         }
     }

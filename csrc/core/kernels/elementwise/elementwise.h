@@ -47,6 +47,7 @@ enum class UnaryOp : int8_t {
     kLgamma,    // log |gamma(x)|
     kDigamma,   // psi(x) = d/dx lgamma(x); -inf at +0, +inf at -0, NaN at negative integers
     kTrigamma,  // psi'(x) (polygamma of order 1)
+    kAngle,     // the argument of a real number: pi below 0, 0 otherwise, NaN kept
 };
 
 enum class BinaryOp : int8_t {
@@ -59,10 +60,16 @@ enum class BinaryOp : int8_t {
     kSigmoidBackward, kTanhBackward, kGeluBackward, kGeluTanhBackward, kSoftplusBackward, kSiluBackward,
     kAtan2,  // atan2(a, b)
     kHypot,  // sqrt(a^2 + b^2), without overflow in the squares
+    // The next representable value after a toward b, in the compute type: float32 and float64
+    // only (a half type widened to float would step in float's representation).
+    kNextafter,
     kBitwiseAnd, kBitwiseOr, kBitwiseXor,  // integers and bool only
     // a << b and a >> b (arithmetic for signed types), PyTorch's rule for a shift outside
     // [0, bits): 0 to the left, the sign to the right.
     kShiftLeft, kShiftRight,
+    // Greatest common divisor (nonnegative; gcd(0, 0) = 0) and least common multiple
+    // (|a / gcd * b|, 0 if either is 0), integers only, PyTorch's formulas.
+    kGcd, kLcm,
     // Python's division family, PyTorch's formulas: floor division and remainder take the sign of
     // the divisor, trunc division and fmod that of the dividend. An integer division by zero
     // fails the kernel with "ZeroDivisionError", as on CPU.

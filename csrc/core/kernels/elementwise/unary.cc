@@ -153,6 +153,9 @@ inline T trigamma(T x) {
         case UnaryOp::kLgamma: for (int64_t i = 0; i < n; ++i) y[i] = lgam(x[i]); break; \
         case UnaryOp::kDigamma: for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(digamma(x[i])); break; \
         case UnaryOp::kTrigamma: for (int64_t i = 0; i < n; ++i) y[i] = trigamma<T>(x[i]); break; \
+        case UnaryOp::kAngle:                                                      \
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] != x[i] ? x[i] : (x[i] < T(0) ? T(M_PI) : T(0)); \
+            break;                                                                 \
     }
 
 EMBER_SIMD_CLONES void unary_f32(UnaryOp op, float* y, const float* x, int64_t n) { EMBER_UNARY_BODY(float) }
@@ -224,7 +227,8 @@ const char* op_name(UnaryOp op) {
                                   "log1p", "expm1", "gelu", "gelu_tanh", "softplus", "floor",
                                   "ceil", "trunc", "round", "sign", "bitwise_not", "tan", "asin",
                                   "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
-                                  "log10", "exp2", "erfc", "erfinv", "lgamma", "digamma", "trigamma"};
+                                  "log10", "exp2", "erfc", "erfinv", "lgamma", "digamma", "trigamma",
+                                  "angle"};
     return names[static_cast<int>(op)];
 }
 
