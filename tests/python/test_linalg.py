@@ -214,3 +214,48 @@ def test_cholesky_info_names_the_failing_minor_per_matrix(native_only):
         torch.linalg.cholesky(s.to("ember"))
     empty = torch.linalg.cholesky_ex(torch.zeros(2, 0, 0, device="ember"))
     assert empty.L.shape == (2, 0, 0) and empty.info.cpu().tolist() == [0, 0]
+
+
+# --- pairwise distances (torch.pdist) --------------------------------------------------------------
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pdist_matches_cpu_forward_and_backward(p, dtype, native_only):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(37, 5, generator=g, dtype=dtype)
+    x[3] = x[7]  # a zero distance: its gradient is 0
+    x[5, 2] = x[9, 2]  # a zero coordinate difference
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    ref, out = torch.pdist(xc, p), torch.pdist(xe, p)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else {}
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), **tol)
+    w = torch.randn(ref.shape, generator=g, dtype=dtype)
+    (ref * w).sum().backward()
+    (out * w.to("ember")).sum().backward()
+    # ember sums each row's gradient in double: float32 may differ from the CPU by rounding.
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad, **(dict(rtol=1e-4, atol=1e-5) if tol else {}))
+
+
+def test_pdist_edges_and_errors_are_the_cpus(native_only):
+    for shape in [(1, 4), (0, 3), (5, 0)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(torch.pdist(x.to("ember")).cpu(), torch.pdist(x))
+    x = torch.tensor([[0.0, float("nan")], [1.0, 2.0], [1.0, 2.0]])
+    for p in (0.0, 2.0, float("inf")):
+        torch.testing.assert_close(torch.pdist(x.to("ember"), p).cpu(), torch.pdist(x, p), equal_nan=True)
+    with pytest.raises(RuntimeError, match="non-negative p"):
+        torch.pdist(torch.randn(3, 2, device="ember"), -1.0)
+    with pytest.raises(RuntimeError, match="2D tensors"):
+        torch.pdist(torch.randn(3, device="ember"))
+
+
+def test_pdist_in_a_compiled_graph(native_only):
+    def f(x):
+        return torch.exp(-torch.pdist(x * 2)).sum()
+
+    x = torch.randn(20, 4)
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    f(xc).backward()
+    out = torch.compile(f, backend="ember", fullgraph=True)(xe)
+    out.backward()
+    torch.testing.assert_close(out.detach().cpu(), f(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)

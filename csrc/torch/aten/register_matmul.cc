@@ -14,6 +14,7 @@
 
 #include "glue.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/linalg/distance.h"
 #include "kernels/linalg/triangular.h"
 
 namespace ember::torch_glue {
@@ -232,9 +233,47 @@ at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper
     return solve_triangular_out(A, B, upper, left, unitriangular, out);
 }
 
+// ---- pairwise distances (torch.pdist) -----------------------------------------------------------
+// float32/float64 contiguous 2-d inputs on ember; anything else (and the CPU's errors) takes the
+// CPU path. The autograd formula of _pdist_forward calls _pdist_backward.
+
+bool pdist_native(const at::Tensor& self, double p) {
+    const auto t = self.scalar_type();
+    return (t == at::kFloat || t == at::kDouble) && self.dim() == 2 && self.is_contiguous() && p >= 0 &&
+           self.is_privateuseone();
+}
+
+at::Tensor pdist_forward(const at::Tensor& self, double p) {
+    if (!pdist_native(self, p)) return cpu<ATEN_OP(_pdist_forward)>(self, p);
+    const int64_t n = self.size(0);
+    at::Tensor out = at::empty({n * (n - 1) / 2}, self.options());
+    if (out.numel() == 0) return out;
+    if (self.size(1) == 0) return out.zero_();
+    kernels::TensorView ov = view_of(out), xv = view_in(self);
+    queue(out, "pdist", [ov, xv, p](runtime::ThreadPool* pool) { return kernels::pdist_forward(ov, xv, p, pool); });
+    return out;
+}
+
+at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& pdist) {
+    if (!pdist_native(self, p) || !on_device(self.device(), grad) || !on_device(self.device(), pdist) ||
+        grad.scalar_type() != self.scalar_type() || pdist.scalar_type() != self.scalar_type())
+        return cpu<ATEN_OP(_pdist_backward)>(grad, self, p, pdist);
+    at::Tensor gx = at::empty_like(self, at::MemoryFormat::Contiguous);
+    if (gx.numel() == 0) return gx;
+    if (self.size(0) <= 1) return gx.zero_();
+    at::Tensor g = grad.contiguous(), d = pdist.contiguous();
+    kernels::TensorView gxv = view_of(gx), gv = view_in(g), xv = view_in(self), dv = view_in(d);
+    queue(gx, "pdist_backward", [gxv, gv, xv, dv, p](runtime::ThreadPool* pool) {
+        return kernels::pdist_backward(gxv, gv, xv, p, dv, pool);
+    });
+    return gx;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_pdist_forward", pdist_forward);
+    m.impl("_pdist_backward", pdist_backward);
     m.impl("linalg_solve_triangular", solve_triangular);
     m.impl("linalg_solve_triangular.out", solve_triangular_out);
     m.impl("mm", mm);
