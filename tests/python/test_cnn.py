@@ -309,13 +309,14 @@ def test_embedding_max_norm_renormalizes_in_place_like_cpu(native_only):
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
-def test_grid_sample_forward_backward(mode, padding_mode, align_corners, native_only):
+@pytest.mark.parametrize("dims", [2, 3])  # 3: trilinear (mode="bilinear") over volumes
+def test_grid_sample_forward_backward(mode, padding_mode, align_corners, dims, native_only):
     gen = torch.Generator().manual_seed(10)
     for dtype in (torch.float32, torch.float64):
-        x = torch.randn(2, 3, 5, 7, generator=gen).to(dtype)
+        x = torch.randn(2, 3, *((4,) if dims == 3 else ()), 5, 7, generator=gen).to(dtype)
         # Points inside, on the edges and well outside [-1, 1], so that every padding rule acts.
-        grid = (torch.rand(2, 4, 6, 2, generator=gen) * 3.2 - 1.6).to(dtype)
-        grid[0, 0, 0] = torch.tensor([1.0, -1.0])
+        grid = (torch.rand(2, *((3,) if dims == 3 else ()), 4, 6, dims, generator=gen) * 3.2 - 1.6).to(dtype)
+        grid.view(-1, dims)[0] = torch.tensor([1.0, -1.0, 0.5][:dims])
 
         def run(device):
             xs = x.to(device).requires_grad_()
@@ -347,6 +348,32 @@ def test_spatial_transformer_trains_compiled_like_cpu():
         loss = fn(x)
         loss.backward()
         return [loss.detach().cpu()] + [p.grad.cpu() for p in model.parameters()]
+
+    ref = step("cpu", False)
+    for compiled in (False, True):
+        for got, expected in zip(step("ember", compiled), ref):
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_volume_registration_warp_compiles_strictly(native_only):
+    # A 3-d image-registration step (VoxelMorph's spatial transformer): a learned displacement
+    # field warps a moving volume by trilinear sampling; the loss compares it with a fixed one.
+    def step(device, compiled):
+        torch.manual_seed(0)
+        flow = torch.nn.Parameter(torch.randn(1, 3, 4, 5, 6) * 0.1)
+        moving = torch.randn(1, 2, 4, 5, 6).to(device)
+        fixed = torch.randn(1, 2, 4, 5, 6).to(device)
+        flow_d = flow.to(device).detach().requires_grad_()
+
+        def loss_fn(flow, moving, fixed):
+            base = F.affine_grid(torch.eye(3, 4, device=flow.device)[None], moving.shape, align_corners=True)
+            warped = F.grid_sample(moving, base + flow.permute(0, 2, 3, 4, 1), align_corners=True)
+            return (warped - fixed).square().mean() + flow.diff(dim=2).square().mean()
+
+        fn = torch.compile(loss_fn, backend="ember", fullgraph=True) if compiled else loss_fn
+        loss = fn(flow_d, moving, fixed)
+        loss.backward()
+        return [loss.detach().cpu(), flow_d.grad.cpu()]
 
     ref = step("cpu", False)
     for compiled in (False, True):

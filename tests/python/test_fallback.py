@@ -180,15 +180,16 @@ def test_warns_once_in_process():
 
 def test_pytest_warns_names_op():
     x = _e(torch.linspace(0.1, 2.0, 7))
+    lengths = torch.tensor([3, 4])
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        with pytest.warns(UserWarning, match=r"aten::_pdist_forward"):
-            F.pdist(x.view(7, 1))
+        with pytest.warns(UserWarning, match=r"aten::segment_reduce"):
+            torch.segment_reduce(x, "sum", lengths=_e(lengths))
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        y = F.pdist(x.view(7, 1))
+        y = torch.segment_reduce(x, "sum", lengths=_e(lengths))
     assert _ember_warnings(rec) == []
-    torch.testing.assert_close(y.cpu(), F.pdist(x.cpu().view(7, 1)))
+    torch.testing.assert_close(y.cpu(), torch.segment_reduce(x.cpu(), "sum", lengths=lengths))
 
 
 def test_silent_mode_counts_without_warning():

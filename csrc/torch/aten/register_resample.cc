@@ -253,8 +253,8 @@ EMBER_LINEAR(upsample_trilinear3d, 3, EMBER_P(sd) COMMA EMBER_P(sh) COMMA EMBER_
 #undef COMMA
 #undef EMBER_LINEAR
 
-// ---- grid_sampler_2d (F.grid_sample, spatial transformers, deformable attention): bilinear and
-// nearest sampling with zeros, border and reflection padding, as gathers from the flattened
+// ---- grid_sampler_2d/3d (F.grid_sample, spatial transformers, deformable attention, 3-d image
+// registration): bilinear/trilinear and nearest sampling with zeros, border and reflection padding, as gathers from the flattened
 // input and scatter-adds into its gradient. The coordinate arithmetic is the CPU kernel's
 // (GridSampler.h): unnormalize, then clip or reflect, each with its derivative for the grid's
 // gradient; a corner outside the input contributes nothing, NaN weights included. Bicubic and
@@ -263,11 +263,13 @@ EMBER_LINEAR(upsample_trilinear3d, 3, EMBER_P(sd) COMMA EMBER_P(sh) COMMA EMBER_
 enum class GridPad { kZeros = 0, kBorder = 1, kReflection = 2 };
 constexpr int64_t kGridBilinear = 0, kGridNearest = 1;
 
-bool grid_native(const at::Tensor& input, const at::Tensor& grid, int64_t mode) {
+// `d` spatial dims: 2 (input [N, C, H, W], grid [N, Ho, Wo, 2]) or 3 (input [N, C, D, H, W],
+// grid [N, Do, Ho, Wo, 3]); grid[..., 0] indexes the last input dim (x), [..., 1] the one before.
+bool grid_native(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t d) {
     auto t = input.scalar_type();
     return (mode == kGridBilinear || mode == kGridNearest) && (t == at::kFloat || t == at::kDouble) &&
-           grid.scalar_type() == t && input.is_privateuseone() && grid.is_privateuseone() && input.dim() == 4 &&
-           grid.dim() == 4 && grid.size(3) == 2 && input.size(0) == grid.size(0) && input.numel() > 0;
+           grid.scalar_type() == t && input.is_privateuseone() && grid.is_privateuseone() && input.dim() == d + 2 &&
+           grid.dim() == d + 2 && grid.size(-1) == d && input.size(0) == grid.size(0) && input.numel() > 0;
 }
 
 // Clip to [0, size - 1]; d(out)/d(in) is 1 strictly inside, 0 where clipped (CPU's convention).
@@ -307,97 +309,165 @@ std::pair<at::Tensor, at::Tensor> source_coordinates(const at::Tensor& g, int64_
 }
 
 struct GridCorner {
-    at::Tensor lin;     // int64 [N, 1, L]: flat input index (0 where outside), broadcast over C
-    at::Tensor valid;   // bool [N, 1, L]
+    at::Tensor lin;    // int64 [N, 1, L]: flat input index (0 where outside), broadcast over C
+    at::Tensor valid;  // bool [N, 1, L]
     at::Tensor weight;  // [N, 1, L]
-    at::Tensor dwx, dwy;  // d(weight)/d(ix), d(weight)/d(iy) (bilinear)
+    std::vector<at::Tensor> dw;  // d(weight)/d(coordinate) per axis, x first (linear modes)
 };
 
 struct GridSample {
-    int64_t n, c, h, w, ho, wo;
-    at::Tensor gx_mult, gy_mult;  // [N, 1, L]
+    int64_t n = 0, c = 0, L = 0;  // L: output points per batch entry
+    int64_t spatial = 1;          // input points per channel
+    std::vector<at::Tensor> mult;  // d(coordinate)/d(grid) per axis, x first, [N, 1, L]
     std::vector<GridCorner> corners;
 };
 
 GridSample grid_corners(const at::Tensor& input, const at::Tensor& grid, int64_t mode, GridPad pad, bool align) {
-    GridSample s{input.size(0), input.size(1), input.size(2), input.size(3), grid.size(1), grid.size(2), {}, {}, {}};
-    const int64_t L = s.ho * s.wo;
-    at::Tensor gx = grid.select(3, 0).reshape({s.n, 1, L}), gy = grid.select(3, 1).reshape({s.n, 1, L});
-    auto [ix, mx] = source_coordinates(gx, s.w, pad, align);
-    auto [iy, my] = source_coordinates(gy, s.h, pad, align);
-    s.gx_mult = mx;
-    s.gy_mult = my;
+    const int64_t d = grid.size(-1);
+    GridSample s;
+    s.n = input.size(0);
+    s.c = input.size(1);
+    s.L = grid.numel() / (s.n * d);
+    std::vector<int64_t> size(d);  // per axis, x first
+    for (int64_t a = 0; a < d; ++a) size[a] = input.size(input.dim() - 1 - a);
+    for (int64_t a = 0; a < d; ++a) s.spatial *= size[a];
     // Far-out coordinates become a fixed far-out value, so that floor and the int64 conversion
     // stay defined; every corner there is outside, whatever the weights.
-    auto tame = [](const at::Tensor& v, int64_t size) {
-        return at::where(v.isnan(), at::scalar_tensor(-10.0, v.options()), v).clamp(-10, static_cast<double>(size + 10));
+    auto tame = [](const at::Tensor& v, int64_t n) {
+        return at::where(v.isnan(), at::scalar_tensor(-10.0, v.options()), v).clamp(-10, static_cast<double>(n + 10));
     };
-    at::Tensor tx = tame(ix, s.w), ty = tame(iy, s.h);
-    auto corner = [&](const at::Tensor& cx, const at::Tensor& cy, at::Tensor weight, at::Tensor dwx, at::Tensor dwy) {
-        at::Tensor xi = cx.to(at::kLong), yi = cy.to(at::kLong);
-        at::Tensor valid = xi.ge(0).logical_and(xi.lt(s.w)).logical_and(yi.ge(0)).logical_and(yi.lt(s.h));
-        at::Tensor lin = at::where(valid, yi.mul(s.w).add(xi), at::scalar_tensor(0, xi.options()));
-        s.corners.push_back({lin, valid, std::move(weight), std::move(dwx), std::move(dwy)});
+    std::vector<at::Tensor> coord(d), tamed(d);
+    for (int64_t a = 0; a < d; ++a) {
+        auto [ic, m] = source_coordinates(grid.select(-1, a).reshape({s.n, 1, s.L}), size[a], pad, align);
+        coord[a] = ic;
+        tamed[a] = tame(ic, size[a]);
+        s.mult.push_back(m);
+    }
+    // A corner at integer positions `at` (one per axis) with its weight and per-axis derivatives.
+    auto corner = [&](const std::vector<at::Tensor>& at_, at::Tensor weight, std::vector<at::Tensor> dw) {
+        at::Tensor valid, lin;
+        for (int64_t a = d - 1; a >= 0; --a) {  // row-major: the last axis (x) varies fastest
+            at::Tensor i = at_[a].to(at::kLong);
+            at::Tensor ok = i.ge(0).logical_and(i.lt(size[a]));
+            valid = valid.defined() ? valid.logical_and(ok) : ok;
+            lin = lin.defined() ? lin.mul(size[a]).add(i) : i;
+        }
+        lin = at::where(valid, lin, at::scalar_tensor(0, lin.options()));
+        s.corners.push_back({lin, valid, std::move(weight), std::move(dw)});
     };
     if (mode == kGridNearest) {
-        corner(at::round(tx), at::round(ty), at::ones_like(ix), {}, {});  // round half to even, like nearbyint
+        std::vector<at::Tensor> r(d);
+        for (int64_t a = 0; a < d; ++a) r[a] = at::round(tamed[a]);  // half to even, like nearbyint
+        corner(r, at::ones_like(coord[0]), {});
         return s;
     }
-    at::Tensor x0 = at::floor(tx), y0 = at::floor(ty), x1 = x0.add(1), y1 = y0.add(1);
-    at::Tensor ex = x1.sub(ix), wx = ix.sub(x0), ey = y1.sub(iy), wy = iy.sub(y0);  // distances to the far sides
-    corner(x0, y0, ex.mul(ey), ey.neg(), ex.neg());   // north-west
-    corner(x1, y0, wx.mul(ey), ey, wx.neg());         // north-east
-    corner(x0, y1, ex.mul(wy), wy.neg(), ex);         // south-west
-    corner(x1, y1, wx.mul(wy), wy, wx);               // south-east
+    // Per axis: the low and high neighbours and the distances to the far side (the low corner's
+    // factor is high - c, the high corner's c - low; d/dc is -1 and +1).
+    std::vector<at::Tensor> lo(d), hi(d), f_lo(d), f_hi(d);
+    for (int64_t a = 0; a < d; ++a) {
+        lo[a] = at::floor(tamed[a]);
+        hi[a] = lo[a].add(1);
+        f_lo[a] = hi[a].sub(coord[a]);
+        f_hi[a] = coord[a].sub(lo[a]);
+    }
+    for (int64_t bits = 0; bits < (int64_t{1} << d); ++bits) {  // x's bit is the lowest: nw, ne, sw, se, ...
+        std::vector<at::Tensor> at_(d), factor(d);
+        for (int64_t a = 0; a < d; ++a) {
+            const bool high = (bits >> a) & 1;
+            at_[a] = high ? hi[a] : lo[a];
+            factor[a] = high ? f_hi[a] : f_lo[a];
+        }
+        at::Tensor weight = factor[0];
+        for (int64_t a = 1; a < d; ++a) weight = weight.mul(factor[a]);
+        std::vector<at::Tensor> dw(d);
+        for (int64_t a = 0; a < d; ++a) {
+            at::Tensor others;
+            for (int64_t b = 0; b < d; ++b)
+                if (b != a) others = others.defined() ? others.mul(factor[b]) : factor[b];
+            dw[a] = ((bits >> a) & 1) ? others : others.neg();
+        }
+        corner(at_, std::move(weight), std::move(dw));
+    }
     return s;
+}
+
+at::Tensor grid_sample_forward(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding_mode,
+                               bool align_corners) {
+    GridSample s = grid_corners(input, grid, mode, static_cast<GridPad>(padding_mode), align_corners);
+    at::Tensor flat = input.reshape({s.n, s.c, s.spatial});
+    at::Tensor out = at::zeros({s.n, s.c, s.L}, input.options());
+    for (const GridCorner& k : s.corners) {
+        at::Tensor v = flat.gather(2, k.lin.expand({s.n, s.c, s.L}));
+        out.add_(at::where(k.valid, v.mul(k.weight), at::scalar_tensor(0.0, v.options())));
+    }
+    std::vector<int64_t> shape{s.n, s.c};
+    for (int64_t a = 1; a + 1 < grid.dim(); ++a) shape.push_back(grid.size(a));
+    return out.view(shape);
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sample_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                                        const at::Tensor& grid, int64_t mode, int64_t padding_mode,
+                                                        bool align_corners, std::array<bool, 2> output_mask) {
+    GridSample s = grid_corners(input, grid, mode, static_cast<GridPad>(padding_mode), align_corners);
+    const int64_t d = grid.size(-1);
+    at::Tensor go = grad_output.reshape({s.n, s.c, s.L});
+    at::Tensor zero = at::scalar_tensor(0.0, go.options());
+    at::Tensor grad_input, grad_grid;
+    if (output_mask[0]) {
+        at::Tensor gflat = at::zeros({s.n, s.c, s.spatial}, input.options());
+        for (const GridCorner& k : s.corners)
+            gflat.scatter_add_(2, k.lin.expand({s.n, s.c, s.L}), at::where(k.valid, go.mul(k.weight), zero));
+        grad_input = gflat.view(input.sizes());
+    }
+    if (output_mask[1]) {
+        std::vector<at::Tensor> gi(d);
+        for (int64_t a = 0; a < d; ++a) gi[a] = at::zeros({s.n, 1, s.L}, go.options());
+        if (mode == kGridBilinear) {
+            at::Tensor flat = input.reshape({s.n, s.c, s.spatial});
+            for (const GridCorner& k : s.corners) {
+                at::Tensor v = at::where(k.valid, flat.gather(2, k.lin.expand({s.n, s.c, s.L})), zero);
+                at::Tensor vg = v.mul(go).sum(1, /*keepdim=*/true);
+                for (int64_t a = 0; a < d; ++a) gi[a].add_(vg.mul(k.dw[a]));
+            }
+        }
+        std::vector<at::Tensor> parts(d);
+        for (int64_t a = 0; a < d; ++a) parts[a] = gi[a].mul(s.mult[a]);
+        grad_grid = at::stack(parts, -1).view(grid.sizes());
+    }
+    return {grad_input, grad_grid};
 }
 
 at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding_mode,
                            bool align_corners) {
-    if (!grid_native(input, grid, mode))
+    if (!grid_native(input, grid, mode, 2))
         return cpu<ATEN_OP(grid_sampler_2d)>(input, grid, mode, padding_mode, align_corners);
-    GridSample s = grid_corners(input, grid, mode, static_cast<GridPad>(padding_mode), align_corners);
-    const int64_t L = s.ho * s.wo;
-    at::Tensor flat = input.reshape({s.n, s.c, s.h * s.w});
-    at::Tensor out = at::zeros({s.n, s.c, L}, input.options());
-    for (const GridCorner& k : s.corners) {
-        at::Tensor v = flat.gather(2, k.lin.expand({s.n, s.c, L}));
-        out.add_(at::where(k.valid, v.mul(k.weight), at::scalar_tensor(0.0, v.options())));
-    }
-    return out.view({s.n, s.c, s.ho, s.wo});
+    return grid_sample_forward(input, grid, mode, padding_mode, align_corners);
 }
 
 std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
                                                             const at::Tensor& grid, int64_t mode, int64_t padding_mode,
                                                             bool align_corners, std::array<bool, 2> output_mask) {
-    if (!grid_native(input, grid, mode) || grad_output.scalar_type() != input.scalar_type())
+    if (!grid_native(input, grid, mode, 2) || grad_output.scalar_type() != input.scalar_type())
         return cpu<ATEN_OP(grid_sampler_2d_backward)>(grad_output, input, grid, mode, padding_mode, align_corners,
                                                       output_mask);
-    GridSample s = grid_corners(input, grid, mode, static_cast<GridPad>(padding_mode), align_corners);
-    const int64_t L = s.ho * s.wo;
-    at::Tensor go = grad_output.reshape({s.n, s.c, L});
-    at::Tensor zero = at::scalar_tensor(0.0, go.options());
-    at::Tensor grad_input, grad_grid;
-    if (output_mask[0]) {
-        at::Tensor gflat = at::zeros({s.n, s.c, s.h * s.w}, input.options());
-        for (const GridCorner& k : s.corners)
-            gflat.scatter_add_(2, k.lin.expand({s.n, s.c, L}), at::where(k.valid, go.mul(k.weight), zero));
-        grad_input = gflat.view(input.sizes());
-    }
-    if (output_mask[1]) {
-        at::Tensor gix = at::zeros({s.n, 1, L}, go.options()), giy = at::zeros({s.n, 1, L}, go.options());
-        if (mode == kGridBilinear) {
-            at::Tensor flat = input.reshape({s.n, s.c, s.h * s.w});
-            for (const GridCorner& k : s.corners) {
-                at::Tensor v = at::where(k.valid, flat.gather(2, k.lin.expand({s.n, s.c, L})), zero);
-                at::Tensor vg = v.mul(go).sum(1, /*keepdim=*/true);
-                gix.add_(vg.mul(k.dwx));
-                giy.add_(vg.mul(k.dwy));
-            }
-        }
-        grad_grid = at::stack({gix.mul(s.gx_mult), giy.mul(s.gy_mult)}, -1).view({s.n, s.ho, s.wo, 2});
-    }
-    return {grad_input, grad_grid};
+    return grid_sample_backward(grad_output, input, grid, mode, padding_mode, align_corners, output_mask);
+}
+
+// 3-d: trilinear (mode 0) and nearest; the CPU has no bicubic there.
+at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding_mode,
+                           bool align_corners) {
+    if (!grid_native(input, grid, mode, 3))
+        return cpu<ATEN_OP(grid_sampler_3d)>(input, grid, mode, padding_mode, align_corners);
+    return grid_sample_forward(input, grid, mode, padding_mode, align_corners);
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_3d_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                                            const at::Tensor& grid, int64_t mode, int64_t padding_mode,
+                                                            bool align_corners, std::array<bool, 2> output_mask) {
+    if (!grid_native(input, grid, mode, 3) || grad_output.scalar_type() != input.scalar_type())
+        return cpu<ATEN_OP(grid_sampler_3d_backward)>(grad_output, input, grid, mode, padding_mode, align_corners,
+                                                      output_mask);
+    return grid_sample_backward(grad_output, input, grid, mode, padding_mode, align_corners, output_mask);
 }
 
 }  // namespace
@@ -405,6 +475,8 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& gr
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("grid_sampler_2d", grid_sampler_2d);
     m.impl("grid_sampler_2d_backward", grid_sampler_2d_backward);
+    m.impl("grid_sampler_3d", grid_sampler_3d);
+    m.impl("grid_sampler_3d_backward", grid_sampler_3d_backward);
     m.impl("upsample_nearest1d", upsample_nearest1d);
     m.impl("upsample_nearest1d.out", upsample_nearest1d_out);
     m.impl("upsample_nearest1d_backward", upsample_nearest1d_backward);
