@@ -437,38 +437,26 @@ std::tuple<at::Tensor, at::Tensor> grid_sample_backward(const at::Tensor& grad_o
     return {grad_input, grad_grid};
 }
 
-at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding_mode,
-                           bool align_corners) {
-    if (!grid_native(input, grid, mode, 2))
-        return cpu<ATEN_OP(grid_sampler_2d)>(input, grid, mode, padding_mode, align_corners);
-    return grid_sample_forward(input, grid, mode, padding_mode, align_corners);
-}
+// The 2-d and 3-d entry points (the CPU has no bicubic in 3-d; it takes the fallback in 2-d).
+#define EMBER_GRID_SAMPLER(D)                                                                           \
+    at::Tensor grid_sampler_##D##d(const at::Tensor& input, const at::Tensor& grid, int64_t mode,         \
+                                   int64_t padding_mode, bool align_corners) {                           \
+        if (!grid_native(input, grid, mode, D))                                                           \
+            return cpu<ATEN_OP(grid_sampler_##D##d)>(input, grid, mode, padding_mode, align_corners);     \
+        return grid_sample_forward(input, grid, mode, padding_mode, align_corners);                       \
+    }                                                                                                     \
+    std::tuple<at::Tensor, at::Tensor> grid_sampler_##D##d_backward(                                      \
+        const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid, int64_t mode,     \
+        int64_t padding_mode, bool align_corners, std::array<bool, 2> output_mask) {                      \
+        if (!grid_native(input, grid, mode, D) || grad_output.scalar_type() != input.scalar_type())       \
+            return cpu<ATEN_OP(grid_sampler_##D##d_backward)>(grad_output, input, grid, mode, padding_mode, \
+                                                              align_corners, output_mask);                \
+        return grid_sample_backward(grad_output, input, grid, mode, padding_mode, align_corners, output_mask); \
+    }
 
-std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
-                                                            const at::Tensor& grid, int64_t mode, int64_t padding_mode,
-                                                            bool align_corners, std::array<bool, 2> output_mask) {
-    if (!grid_native(input, grid, mode, 2) || grad_output.scalar_type() != input.scalar_type())
-        return cpu<ATEN_OP(grid_sampler_2d_backward)>(grad_output, input, grid, mode, padding_mode, align_corners,
-                                                      output_mask);
-    return grid_sample_backward(grad_output, input, grid, mode, padding_mode, align_corners, output_mask);
-}
-
-// 3-d: trilinear (mode 0) and nearest; the CPU has no bicubic there.
-at::Tensor grid_sampler_3d(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding_mode,
-                           bool align_corners) {
-    if (!grid_native(input, grid, mode, 3))
-        return cpu<ATEN_OP(grid_sampler_3d)>(input, grid, mode, padding_mode, align_corners);
-    return grid_sample_forward(input, grid, mode, padding_mode, align_corners);
-}
-
-std::tuple<at::Tensor, at::Tensor> grid_sampler_3d_backward(const at::Tensor& grad_output, const at::Tensor& input,
-                                                            const at::Tensor& grid, int64_t mode, int64_t padding_mode,
-                                                            bool align_corners, std::array<bool, 2> output_mask) {
-    if (!grid_native(input, grid, mode, 3) || grad_output.scalar_type() != input.scalar_type())
-        return cpu<ATEN_OP(grid_sampler_3d_backward)>(grad_output, input, grid, mode, padding_mode, align_corners,
-                                                      output_mask);
-    return grid_sample_backward(grad_output, input, grid, mode, padding_mode, align_corners, output_mask);
-}
+EMBER_GRID_SAMPLER(2)
+EMBER_GRID_SAMPLER(3)
+#undef EMBER_GRID_SAMPLER
 
 }  // namespace
 
