@@ -54,7 +54,8 @@ class BackgroundCompile:
     def _run(self, build, state):
         from torch._functorch import config as functorch_config
 
-        _lower_priority()
+        # (At the normal OS priority: at nice 10 or 19 the thread starved behind a busy eager
+        # loop and had not finished after 40 steps of the demo model.)
         try:
             # The backward is compiled now, on this thread, not lazily at its first use on
             # the caller's thread.
@@ -92,18 +93,6 @@ class BackgroundCompile:
             with _profiled(f"ember.compiled_takes_over {self.name}"):
                 return self.fn(*compiled_args)
         return self.fn(*compiled_args)
-
-
-def _lower_priority() -> None:
-    """Gives this thread the lowest CPU priority: the device's worker threads split each kernel
-    across every core and wait for the slowest, so a compile thread that takes a core from one
-    of them stretches every parallel kernel by a time slice. At nice 19 it runs on idle time."""
-    import os
-
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 0)
-    except (AttributeError, OSError):  # not Linux: the thread keeps the process's priority
-        pass
 
 
 def _caller_state():
