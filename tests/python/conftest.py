@@ -20,3 +20,16 @@ def native_only():
     torch_ember.reset_fallback_stats()
     yield
     assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+
+
+@pytest.fixture
+def fresh_compile(tmp_path, monkeypatch):
+    """A compile cache of the test's own and no graphs or compile records left from others."""
+    import torch._dynamo
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_CACHE", raising=False)
+    torch._dynamo.reset()
+    torch_ember.reset_compile_stats()
+    yield
+    torch._dynamo.reset()

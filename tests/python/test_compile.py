@@ -24,13 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(autouse=True)
-def _fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EMBER_CACHE", raising=False)
-    torch._dynamo.reset()
-    torch_ember.reset_compile_stats()
+def _fresh(fresh_compile):
     yield
-    torch._dynamo.reset()
 
 
 def _compile(fn, **options):

@@ -17,14 +17,10 @@ from torch_ember.compile import background  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+def _fresh(fresh_compile, monkeypatch):
     monkeypatch.delenv("EMBER_BACKGROUND_COMPILE", raising=False)
-    torch._dynamo.reset()
-    torch_ember.reset_compile_stats()
     yield
     assert background.wait_all(timeout=120), "a background compile did not finish"
-    torch._dynamo.reset()
 
 
 def _model():

@@ -129,35 +129,11 @@ at::Tensor& polygamma__fn(at::Tensor& self, int64_t n) {
 }
 
 // ---- two-argument math: atan2 (integers promote to float), hypot (floating inputs only; the
-// CPU fallback refuses the rest as the CPU does) ----------------------------------------------
+// CPU fallback refuses the rest as the CPU does), nextafter (float32/float64 only: float16 and
+// bfloat16 go to the CPU, which steps in their own representation), gcd and lcm (integers; the
+// CPU refuses the rest, with its error) ----------------------------------------------------------
 
-#define EMBER_MATH2(name, kOp, make)                                                              \
-    at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                       \
-        at::Tensor out;                                                                           \
-        auto iter = TensorIterator::make(out, self, other);                                       \
-        if (!native_compute(iter, false)) return cpu<ATEN_OP(name)>(self, other);                \
-        queue_binary(kOp, iter);                                                                  \
-        return iter.output();                                                                     \
-    }                                                                                             \
-    at::Tensor& name##__fn(at::Tensor& self, const at::Tensor& other) {                           \
-        auto iter = TensorIterator::make(self, self, other);                                      \
-        if (!native_compute(iter, false)) return cpu<ATEN_OP(name##_)>(self, other);             \
-        queue_binary(kOp, iter);                                                                  \
-        return self;                                                                              \
-    }                                                                                             \
-    at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {    \
-        auto iter = TensorIterator::make(out, self, other);                                       \
-        if (!native_compute(iter, false)) return cpu<ATEN_OP2(name, out)>(self, other, out);     \
-        queue_binary(kOp, iter);                                                                  \
-        return out;                                                                               \
-    }
-
-EMBER_MATH2(atan2, BinaryOp::kAtan2, binary_float_op)
-EMBER_MATH2(hypot, BinaryOp::kHypot, binary_op)
-#undef EMBER_MATH2
-
-// nextafter steps in the representation of float32/float64 only (float16/bfloat16 go to the CPU,
-// which steps in theirs); gcd and lcm take integers (the CPU refuses the rest, with its error).
+bool float_native(const at::TensorIteratorBase& iter) { return native_compute(iter, false); }
 bool nextafter_native(const at::TensorIteratorBase& iter) {
     return (iter.common_dtype() == at::kFloat || iter.common_dtype() == at::kDouble) && native_compute(iter, false);
 }
@@ -165,31 +141,33 @@ bool integer_native(const at::TensorIteratorBase& iter) {
     return at::isIntegralType(iter.common_dtype(), /*includeBool=*/false) && native_compute(iter, true);
 }
 
-#define EMBER_BINARY2(name, kOp, accept)                                                          \
+#define EMBER_MATH2(name, kOp, make, accept)                                                      \
     at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                       \
         at::Tensor out;                                                                           \
-        auto iter = TensorIterator::binary_op(out, self, other);                                  \
+        auto iter = TensorIterator::make(out, self, other);                                       \
         if (!accept(iter)) return cpu<ATEN_OP(name)>(self, other);                                \
         queue_binary(kOp, iter);                                                                  \
         return iter.output();                                                                     \
     }                                                                                             \
     at::Tensor& name##__fn(at::Tensor& self, const at::Tensor& other) {                           \
-        auto iter = TensorIterator::binary_op(self, self, other);                                 \
+        auto iter = TensorIterator::make(self, self, other);                                      \
         if (!accept(iter)) return cpu<ATEN_OP(name##_)>(self, other);                             \
         queue_binary(kOp, iter);                                                                  \
         return self;                                                                              \
     }                                                                                             \
     at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {    \
-        auto iter = TensorIterator::binary_op(out, self, other);                                  \
+        auto iter = TensorIterator::make(out, self, other);                                       \
         if (!accept(iter)) return cpu<ATEN_OP2(name, out)>(self, other, out);                     \
         queue_binary(kOp, iter);                                                                  \
         return out;                                                                               \
     }
 
-EMBER_BINARY2(nextafter, BinaryOp::kNextafter, nextafter_native)
-EMBER_BINARY2(gcd, BinaryOp::kGcd, integer_native)
-EMBER_BINARY2(lcm, BinaryOp::kLcm, integer_native)
-#undef EMBER_BINARY2
+EMBER_MATH2(atan2, BinaryOp::kAtan2, binary_float_op, float_native)
+EMBER_MATH2(hypot, BinaryOp::kHypot, binary_op, float_native)
+EMBER_MATH2(nextafter, BinaryOp::kNextafter, binary_op, nextafter_native)
+EMBER_MATH2(gcd, BinaryOp::kGcd, binary_op, integer_native)
+EMBER_MATH2(lcm, BinaryOp::kLcm, binary_op, integer_native)
+#undef EMBER_MATH2
 
 // angle of a real tensor (integers and bool promote to float); complex goes to the CPU.
 at::Tensor angle_fn(const at::Tensor& self) {

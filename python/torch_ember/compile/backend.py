@@ -301,5 +301,5 @@ def _compile_static(gm, example_inputs, options, recompile_reason="", serializab
 
     aot = aot_autograd(fw_compiler=compiler("fw"), bw_compiler=compiler("bw"),
                        inference_compiler=compiler("inference"), decompositions=decomposition_table())
-    with _background.compile_lock:
+    with _background.trace_lock:
         return aot(gm, example_inputs)

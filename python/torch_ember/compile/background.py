@@ -18,8 +18,8 @@ patcher is installed and restored, and a module flag says "FX tracing", which ma
 refuse to run a compiled function. Two threads tracing at once (the compile thread, and the
 caller running `cond` eagerly, which traces its branches) would restore each other's state.
 So `install()` makes every FX trace in the process hold one lock, and makes the flag's reader
-that Dynamo uses answer for the tracing thread only. Ember's compiles also take one lock
-(`compile_lock`), so a foreground compile waits for a background one.
+that Dynamo uses answer for the tracing thread only. Ember's compiles take the same lock, so a
+foreground compile waits for a background one.
 
 A compile that fails (an op with no ember kernel and no fallback allowed) raises its
 CompileError at the next call, as a compile in the foreground would have at the first.
@@ -120,7 +120,6 @@ def _caller_state():
 # backend, which compiles and traces, while a compile thread traces and compiles; two locks
 # would be taken in opposite orders.
 trace_lock = threading.RLock()
-compile_lock = trace_lock
 _flag_owner = None  # the thread inside the outermost FX trace, if any
 
 
