@@ -9,6 +9,7 @@
 
 #include "../context.h"
 #include "../fallback.h"
+#include "kernels/loss/ctc.h"
 #include "kernels/norm/norm.h"
 #include "glue.h"
 
@@ -238,6 +239,107 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     return grad;
 }
 
+// ---- ctc_loss ------------------------------------------------------------------------------------
+// float32/float64 log_probs [T, N, C] on ember with int32/int64 targets there and lengths that the
+// CPU's checks accept; anything else takes the CPU path, whose checks word the errors. `states`
+// gets log_alpha's last size, the CPU's: 2 * the longest target + 1 (padded targets: their width).
+
+std::optional<kernels::CtcBatch> ctc_batch(const at::Tensor& lp, const at::Tensor& targets, at::IntArrayRef il,
+                                           at::IntArrayRef tl, int64_t blank, int64_t& states) {
+    const auto t = lp.scalar_type(), lt = targets.scalar_type();
+    if (!lp.is_privateuseone() || lp.dim() != 3 || (t != at::kFloat && t != at::kDouble) ||
+        !on_device(lp.device(), targets) || (lt != at::kInt && lt != at::kLong) ||
+        (targets.dim() != 1 && targets.dim() != 2))
+        return std::nullopt;
+    const int64_t frames = lp.size(0), n = lp.size(1), classes = lp.size(2);
+    if (n == 0 || blank < 0 || blank >= classes || static_cast<int64_t>(il.size()) != n ||
+        static_cast<int64_t>(tl.size()) != n)
+        return std::nullopt;
+    kernels::CtcBatch batch;
+    batch.blank = blank;
+    int64_t longest = 0, total = 0;
+    for (int64_t b = 0; b < n; ++b) {
+        if (il[b] < 0 || il[b] > frames || tl[b] < 0) return std::nullopt;
+        longest = std::max(longest, tl[b]);
+        batch.target_offsets.push_back(targets.dim() == 1 ? total * targets.stride(0) : b * targets.stride(0));
+        total += tl[b];
+    }
+    if (targets.dim() == 1) {
+        if (targets.size(0) != total) return std::nullopt;
+        batch.target_stride = targets.stride(0);
+        states = 2 * longest + 1;
+    } else {
+        if (targets.size(0) != n || targets.size(1) < longest) return std::nullopt;
+        batch.target_stride = targets.stride(1);
+        states = 2 * targets.size(1) + 1;
+    }
+    batch.input_lengths.assign(il.begin(), il.end());
+    batch.target_lengths.assign(tl.begin(), tl.end());
+    return batch;
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& lp, const at::Tensor& targets, at::IntArrayRef il,
+                                            at::IntArrayRef tl, int64_t blank, bool zero_infinity) {
+    int64_t states = 0;
+    std::optional<kernels::CtcBatch> batch = ctc_batch(lp, targets, il, tl, blank, states);
+    if (!batch) return cpu<ATEN_OP(_ctc_loss)>(lp, targets, il, tl, blank, zero_infinity);
+    at::Tensor nll = at::empty({lp.size(1)}, lp.options());
+    at::Tensor alpha = at::empty({lp.size(1), lp.size(0), states}, lp.options());
+    kernels::TensorView nv = view_of(nll), av = view_of(alpha), lv = view_in(lp), tv = view_in(targets);
+    queue(nll, "ctc_loss", [nv, av, lv, tv, b = std::move(*batch)](runtime::ThreadPool* p) {
+        return kernels::ctc_loss_forward(nv, av, lv, tv, b, p);
+    });
+    return {nll, alpha};
+}
+
+at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& lp, const at::Tensor& targets,
+                             at::IntArrayRef il, at::IntArrayRef tl, const at::Tensor& nll, const at::Tensor& alpha,
+                             int64_t blank, bool zero_infinity) {
+    int64_t states = 0;
+    std::optional<kernels::CtcBatch> batch = ctc_batch(lp, targets, il, tl, blank, states);
+    const auto same = [&](const at::Tensor& x, int64_t dims) {
+        return on_device(lp.device(), x) && x.scalar_type() == lp.scalar_type() && x.dim() == dims;
+    };
+    if (!batch || !same(grad, 1) || !same(nll, 1) || !same(alpha, 3) || grad.size(0) != lp.size(1) ||
+        nll.size(0) != lp.size(1) || alpha.size(0) != lp.size(1) || alpha.size(1) != lp.size(0) ||
+        alpha.size(2) != states)
+        return cpu<ATEN_OP(_ctc_loss_backward)>(grad, lp, targets, il, tl, nll, alpha, blank, zero_infinity);
+    at::Tensor out = at::empty(lp.sizes(), lp.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor a = alpha.contiguous();
+    kernels::TensorView ov = view_of(out), gv = view_in(grad), lv = view_in(lp), tv = view_in(targets);
+    kernels::TensorView nv = view_in(nll), av = view_in(a);
+    queue(out, "ctc_loss_backward", [ov, gv, lv, tv, nv, av, b = std::move(*batch), zero_infinity](runtime::ThreadPool* p) {
+        return kernels::ctc_loss_backward(ov, gv, lv, tv, nv, av, b, zero_infinity, p);
+    });
+    return out;
+}
+
+// The overloads with lengths as tensors read them on the host, as the CPU's do.
+std::vector<int64_t> host_lengths(const at::Tensor& lengths) {
+    at::Tensor h = lengths.to(at::kCPU, at::kLong).contiguous();
+    return {h.data_ptr<int64_t>(), h.data_ptr<int64_t>() + h.numel()};
+}
+
+bool integral_lengths(const at::Tensor& a, const at::Tensor& b) {
+    return at::isIntegralType(a.scalar_type(), false) && at::isIntegralType(b.scalar_type(), false) && a.dim() == 1 &&
+           b.dim() == 1;
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& lp, const at::Tensor& targets,
+                                                   const at::Tensor& il, const at::Tensor& tl, int64_t blank,
+                                                   bool zero_infinity) {
+    if (!integral_lengths(il, tl)) return cpu<ATEN_OP2(_ctc_loss, Tensor)>(lp, targets, il, tl, blank, zero_infinity);
+    return ctc_loss(lp, targets, host_lengths(il), host_lengths(tl), blank, zero_infinity);
+}
+
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& lp, const at::Tensor& targets,
+                                    const at::Tensor& il, const at::Tensor& tl, const at::Tensor& nll,
+                                    const at::Tensor& alpha, int64_t blank, bool zero_infinity) {
+    if (!integral_lengths(il, tl))
+        return cpu<ATEN_OP2(_ctc_loss_backward, Tensor)>(grad, lp, targets, il, tl, nll, alpha, blank, zero_infinity);
+    return ctc_loss_backward(grad, lp, targets, host_lengths(il), host_lengths(tl), nll, alpha, blank, zero_infinity);
+}
+
 // ---- mse_loss, composed from native elementwise and reduction ops ----------------------------
 
 bool native_mse(const at::Tensor& self, const at::Tensor& target) {
@@ -287,6 +389,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_layer_norm_backward", layer_norm_backward);
     m.impl("nll_loss_forward", nll_loss_forward);
     m.impl("nll_loss_backward", nll_loss_backward);
+    m.impl("_ctc_loss", ctc_loss);
+    m.impl("_ctc_loss.Tensor", ctc_loss_tensor);
+    m.impl("_ctc_loss_backward", ctc_loss_backward);
+    m.impl("_ctc_loss_backward.Tensor", ctc_loss_backward_tensor);
     m.impl("mse_loss", mse_loss_fn);
     m.impl("mse_loss.out", mse_loss_out);
     m.impl("mse_loss_backward", mse_loss_backward_fn);
