@@ -125,3 +125,29 @@ def test_ctc_loss_label_out_of_range_is_a_device_error():
         torch.ember.synchronize()
     torch.ember.synchronize()  # reported once; the device works again
     assert torch.ones(3, device="ember").sum().item() == 3
+
+
+def test_hf_wav2vec2_ctc_matches_cpu_eager_and_compiled(native_only, fresh_compile):
+    # A speech model nobody prepared for: strided feature convolutions, group norm, a weight-normed
+    # grouped positional convolution, padded audio and labels padded with -100.
+    transformers = pytest.importorskip("transformers", reason="transformers is a dev requirement")
+    torch.manual_seed(0)
+    cfg = transformers.Wav2Vec2Config(
+        vocab_size=12, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, mask_time_prob=0.0, layerdrop=0.0, ctc_zero_infinity=True)
+    model = transformers.Wav2Vec2ForCTC(cfg).eval()
+    audio, mask = torch.randn(2, 1600), torch.ones(2, 1600, dtype=torch.long)
+    mask[1, 1200:] = 0
+    labels = torch.randint(1, 12, (2, 8))
+    labels[1, 5:] = -100
+    want = model(audio, attention_mask=mask, labels=labels).loss
+    want.backward()
+    ember_model = copy.deepcopy(model).to("ember")
+    for run in (ember_model, torch.compile(ember_model, backend="ember")):
+        ember_model.zero_grad()
+        got = run(audio.to("ember"), attention_mask=mask.to("ember"), labels=labels.to("ember")).loss
+        got.backward()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+        for (name, p), q in zip(ember_model.named_parameters(), model.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=5e-5, msg=name)
