@@ -686,6 +686,40 @@ def _refusing_negative_slope_from_result(op, name, slope_index, flag_index):
     return run
 
 
+# Higham's [13/13] Pade approximant to exp: numerator sum b_k A^k, denominator sum (-1)^k b_k A^k,
+# accurate to double precision for 1-norms up to theta_13.
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0, 129060195264000.0,
+           10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+
+def _matrix_exp(self):
+    """exp of each square matrix (torch.linalg.matrix_exp; the orthogonal parametrization and its
+    backward use it) by scaling and squaring: each matrix is divided by 2^s so that its 1-norm is
+    at most theta_13, the Pade approximant is one solve, and the result is squared s times (s per
+    matrix, read back to the host: a sync). Non-finite inputs take the CPU's path."""
+    if self.dim() < 2 or self.shape[-1] != self.shape[-2] or self.numel() == 0 or \
+            self.dtype not in (torch.float32, torch.float64):
+        return NotImplemented
+    norms = self.abs().sum(-2).amax(-1)
+    if not bool(torch.isfinite(norms).all()):
+        return NotImplemented
+    s = torch.ceil(torch.log2(norms / _THETA13)).clamp_(min=0)
+    a = self / torch.exp2(s)[..., None, None]
+    b = _PADE13
+    eye = torch.eye(self.shape[-1], dtype=self.dtype, device=self.device).expand_as(a)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye
+    x = torch.linalg.solve(v - u, v + u)
+    squarings = s[..., None, None]
+    for k in range(int(s.max())):
+        x = torch.where(squarings > k, x @ x, x)
+    return x
+
+
 def _with_out(fn, out_name="grad_input"):
     """The out= form of `fn` (its out tensor named `out_name`); out=None asks for the result alone,
     as the registration does first to compare dtypes."""
@@ -730,7 +764,7 @@ OWN = {
     "upsample_bicubic2d_backward": _upsample_bicubic2d_backward,
     "linspace.out": _range_out(torch.ops.aten.linspace.default),
     "logspace.out": _range_out(torch.ops.aten.logspace.default), "multi_margin_loss": _multi_margin_loss,
-    "is_set_to": _is_set_to,
+    "is_set_to": _is_set_to, "linalg_matrix_exp": _matrix_exp,
     "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
     "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
@@ -744,8 +778,10 @@ OWN = {
     **_resample_aa_ops(_with_out),
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
-# their compositions read a count back from the device (masked_scatter_) or mutate in place.
+# their compositions read a count back from the device (masked_scatter_, linalg_matrix_exp's number
+# of squarings) or mutate in place.
 EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "_unique", "put_",
                         "unique_consecutive", "nonzero_static",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
-                        "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to"})
+                        "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
+                        "linalg_matrix_exp"})

@@ -105,7 +105,7 @@ OPS = (
     "cauchy_", "log_normal_", "geometric_", "addbmm", "addbmm.out",
     "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
     "fake_quantize_per_tensor_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
-    "fake_quantize_per_channel_affine_cachemask", "is_set_to",
+    "fake_quantize_per_channel_affine_cachemask", "is_set_to", "linalg_matrix_exp",
     *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
       for suffix in ("", ".out", "_backward", "_backward.grad_input")),
 )

@@ -3,6 +3,8 @@ hybrid models solve one per step) by ember's own kernel, and the LAPACK family (
 QR, eigen and singular value decompositions, solves, determinants, least squares) as library ops
 on device memory (register_library.cc); forward and backward, eager and compiled, against the
 CPU, with the CPU's layouts and errors."""
+import copy
+
 import pytest
 import torch
 
@@ -259,3 +261,51 @@ def test_pdist_in_a_compiled_graph(native_only):
     out.backward()
     torch.testing.assert_close(out.detach().cpu(), f(x), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape, scale", [((4, 4), 0.1), ((5, 5), 3.0), ((1, 1), 2.0), ((2, 2, 16, 16), 0.5),
+                                          ((3, 6, 6), (0.01, 1.0, 8.0))])
+def test_matrix_exp_matches_cpu(shape, scale, dtype, native_only):
+    # Norms on both sides of the Pade approximant's range, per matrix of a batch: small ones
+    # need no squaring, large ones several.
+    g = torch.Generator().manual_seed(0)
+    scale = torch.tensor(scale, dtype=dtype).reshape(-1, 1, 1) if isinstance(scale, tuple) else scale
+    a = torch.randn(shape, generator=g, dtype=dtype) * scale
+    want = torch.linalg.matrix_exp(a)
+    tol = dict(rtol=2e-5, atol=1e-5 * float(want.abs().max())) if dtype == torch.float32 else {}
+    torch.testing.assert_close(torch.linalg.matrix_exp(a.to("ember")).cpu(), want, **tol)
+
+
+def test_matrix_exp_gradient_and_orthogonal_parametrization(native_only):
+    a = torch.randn(2, 5, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(torch.linalg.matrix_exp, (a.detach().to("ember").requires_grad_(),))
+    # nn.utils.parametrizations.orthogonal maps a square weight through matrix_exp by default.
+    torch.manual_seed(0)
+    lin = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(8, 8))
+    lin_e = copy.deepcopy(lin).to("ember")
+    x = torch.randn(4, 8)
+    lin(x).square().sum().backward()
+    lin_e(x.to("ember")).square().sum().backward()
+    w = lin_e.weight.detach().cpu()
+    torch.testing.assert_close(w @ w.T, torch.eye(8), rtol=0, atol=1e-5)
+    torch.testing.assert_close(w, lin.weight.detach(), rtol=1e-5, atol=1e-6)
+    original = lin.parametrizations.weight.original
+    torch.testing.assert_close(lin_e.parametrizations.weight.original.grad.cpu(), original.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_matrix_exp_of_non_finite_matrices_is_the_cpus():
+    x = torch.tensor([[float("nan"), 1.0], [0.0, 1.0]])
+    torch.testing.assert_close(torch.linalg.matrix_exp(x.to("ember")).cpu(), torch.linalg.matrix_exp(x), equal_nan=True)
+
+
+def test_matrix_exp_in_a_compiled_graph(native_only):
+    # Its number of squarings is read back from the device: a library step of the graph.
+    torch.manual_seed(0)
+    lin = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(6, 6))
+    lin_e = copy.deepcopy(lin).to("ember")
+    x = torch.randn(3, 6)
+    lin(x).square().sum().backward()
+    torch.compile(lin_e, backend="ember", fullgraph=True)(x.to("ember")).square().sum().backward()
+    original = lin.parametrizations.weight.original
+    torch.testing.assert_close(lin_e.parametrizations.weight.original.grad.cpu(), original.grad, rtol=1e-5, atol=1e-5)
