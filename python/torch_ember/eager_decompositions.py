@@ -106,6 +106,7 @@ OPS = (
     "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
     "fake_quantize_per_tensor_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
     "fake_quantize_per_channel_affine_cachemask", "is_set_to", "linalg_matrix_exp",
+    "tril_indices", "triu_indices",
     *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
       for suffix in ("", ".out", "_backward", "_backward.grad_input")),
 )
@@ -213,7 +214,13 @@ _CPU_REFUSES = {
 _SAME_DTYPES = frozenset({"heaviside", "heaviside.out", "heaviside_"})
 
 
+# Factories with no tensor argument: the decomposition serves the index dtypes the CPU accepts.
+_FACTORIES = frozenset({"tril_indices", "triu_indices"})
+
+
 def _decomposable(name: str, args, kwargs) -> bool:
+    if name in _FACTORIES:
+        return kwargs.get("dtype") in (None, torch.int32, torch.int64) and kwargs.get("layout") in (None, torch.strided)
     tensors = _tensors(list(args) + list(kwargs.values()), [])
     if not tensors or any(t.is_complex() or t.device.type != "ember" for t in tensors):
         return False

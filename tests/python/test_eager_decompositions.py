@@ -288,6 +288,18 @@ def test_repeat_interleave_with_a_repeats_tensor(native_only):
         torch.repeat_interleave(torch.tensor([1, 2], device="ember"), output_size=4)
 
 
+@pytest.mark.parametrize("fn", [torch.tril_indices, torch.triu_indices])
+def test_triangle_index_factories_match_cpu(fn, native_only):
+    # Pairwise features and packed covariance factors index a triangle with these.
+    for row, col, offset in [(0, 0, 0), (1, 4, 0), (5, 3, -1), (4, 6, 2), (6, 6, -9), (3, 7, 9)]:
+        for dtype in (torch.int64, torch.int32):
+            got = fn(row, col, offset, dtype=dtype, device="ember")
+            assert got.device.type == "ember"
+            torch.testing.assert_close(got.cpu(), fn(row, col, offset, dtype=dtype))
+    with pytest.raises(RuntimeError, match="not implemented for 'Float'"):
+        fn(3, 3, device="ember", dtype=torch.float32)
+
+
 def test_normal_with_tensor_mean_and_std(native_only):
     mean = torch.arange(4.0, device="ember")[:, None].expand(4, 5000)
     std = torch.tensor([0.5, 1.0, 2.0, 0.0], device="ember")[:, None]
