@@ -12,6 +12,7 @@ import struct
 import torch
 
 from .resample_aa import ops as _resample_aa_ops
+from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
 
 
 def _replication_pad_backward(grad, self, padding):
@@ -274,71 +275,6 @@ def _equal(self, other):
     if self.shape != other.shape:
         return False
     return self.numel() == 0 or bool((self == other).all())
-
-
-def _group_counts(starts):
-    """The length of each run that `starts` (true where a run begins) marks."""
-    first = starts.nonzero().view(-1)
-    return torch.diff(first, append=torch.tensor([starts.numel()], device=starts.device))
-
-
-def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
-    """torch.unique over the flattened input by a stable sort: a value starts a group where it
-    differs from its predecessor (so each NaN is its own group, as on the CPU). The output is
-    sorted whatever `sorted` says, as the CPU's is. Reads the group count back (a sync)."""
-    if self.dtype == torch.bool:  # sorted as bytes
-        values, inverse, counts = _unique2(self.view(torch.uint8), sorted, return_inverse, return_counts)
-        return values.view(torch.bool), inverse, counts
-    dev = self.device
-    flat = self.reshape(-1)
-    n = flat.numel()
-    none = torch.empty(0, dtype=torch.long, device=dev)
-    if n == 0:
-        return flat.clone(), none.reshape(self.shape) if return_inverse else none, none
-    ordered, perm = torch.sort(flat, stable=True)
-    starts = torch.ones(n, dtype=torch.bool, device=dev)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    values = ordered[starts]
-    inverse = counts = none
-    if return_inverse:
-        inverse = torch.empty(n, dtype=torch.long, device=dev)
-        inverse[perm] = starts.cumsum(0) - 1
-        inverse = inverse.reshape(self.shape)
-    if return_counts:
-        counts = _group_counts(starts)
-    return values, inverse, counts
-
-
-def _unique(self, sorted=True, return_inverse=False):
-    """torch.unique's older overload (index_fill's backward reaches it): _unique2 without counts."""
-    result = _unique2(self, sorted, return_inverse, False)
-    return result if result is NotImplemented else result[:2]
-
-
-def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
-    """Runs of equal neighbours collapse to one (each NaN is its own run, as on the CPU): over the
-    flattened input, or over whole slices along `dim`. Reads the run count back (a sync)."""
-    if self.is_complex() or (dim is not None and (self.dim() == 0 or self.shape[dim] == 0)):
-        return NotImplemented  # the CPU's errors and empty-slice rules
-    dev = self.device
-    none = torch.empty(0, dtype=torch.long, device=dev)
-    if dim == 0 and self.dim() == 1:
-        dim = None  # the CPU's own shortcut (dim=-1 takes the slice path)
-    if dim is None:
-        x = self.reshape(-1)
-        rows = x.unsqueeze(1)
-    else:
-        x = self.movedim(dim, 0)
-        rows = x.reshape(x.shape[0], -1)
-    n = x.shape[0]
-    if n == 0:
-        return x.clone(), none.reshape(self.shape) if return_inverse else none, none
-    starts = torch.ones(n, dtype=torch.bool, device=dev)
-    starts[1:] = (rows[1:] != rows[:-1]).any(1)
-    if dim is not None:  # the CPU gives both whatever the flags ask
-        return x[starts].movedim(0, dim).contiguous(), starts.cumsum(0) - 1, _group_counts(starts)
-    inverse = (starts.cumsum(0) - 1).reshape(self.shape) if return_inverse else none
-    return x[starts], inverse, _group_counts(starts) if return_counts else none
 
 
 def _nonzero_static(self, *, size, fill_value=-1):
@@ -744,6 +680,7 @@ OWN = {
     "_cdist_forward": _cdist_forward, "_cdist_backward": _cdist_backward,
     "bucketize.Tensor": _bucketize, "_transformer_encoder_layer_fwd": _transformer_encoder_layer_fwd,
     "equal": _equal, "_unique2": _unique2, "_unique": _unique, "unique_consecutive": _unique_consecutive,
+    "unique_dim": _unique_dim,
     "nonzero_static": _nonzero_static, "repeat_interleave.Tensor": _repeat_interleave_tensor,
     "normal.Tensor_Tensor": _normal_tensor_tensor, "normal.Tensor_float": _normal_tensor_float,
     "normal.float_Tensor": _normal_float_tensor,
@@ -781,7 +718,7 @@ OWN = {
 # their compositions read a count back from the device (masked_scatter_, linalg_matrix_exp's number
 # of squarings) or mutate in place.
 EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "_unique", "put_",
-                        "unique_consecutive", "nonzero_static",
+                        "unique_consecutive", "unique_dim", "nonzero_static",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
                         "linalg_matrix_exp"})

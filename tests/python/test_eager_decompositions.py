@@ -249,6 +249,22 @@ _RUNS = (torch.tensor([1, 1, 2, 2, 3, 1, 1, 2]), torch.tensor([3.0, float("nan")
          torch.tensor([[1, 2], [1, 2], [3, 4], [1, 2]]))
 
 
+@pytest.mark.parametrize("x", [torch.randint(0, 3, (20, 3), generator=G), torch.randint(0, 2, (2, 30), generator=G),
+                               torch.randint(0, 3, (4, 5, 6), generator=G), torch.randn(6, 2, generator=G).round(),
+                               torch.randint(0, 2, (7, 3), generator=G).bool(),
+                               torch.tensor([[1.0, -0.0], [1.0, 0.0]])], ids=["rows", "edges", "3d", "float", "bool", "zeros"])
+def test_unique_along_a_dim_matches_cpu(x, native_only):
+    # unique(edge_index, dim=1) deduplicates a graph's edges.
+    for dim in range(-x.dim(), x.dim()):
+        _same(lambda t: torch.unique(t, dim=dim, return_inverse=True, return_counts=True), x)
+        _same(lambda t: torch.unique(t, dim=dim, sorted=False), x)
+
+
+def test_unique_along_a_dim_with_nan_or_no_elements_is_the_cpus():
+    for x in (torch.zeros(0, 3), torch.tensor([[1.0, float("nan")], [1.0, float("nan")]])):
+        _same(lambda t: torch.unique(t, dim=0, return_inverse=True, return_counts=True), x)
+
+
 @pytest.mark.parametrize("dim", [None, 0, -1])
 @pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True), (True, True)])
 def test_unique_consecutive_matches_cpu(dim, flags, native_only):
