@@ -656,6 +656,21 @@ def _matrix_exp(self):
     return x
 
 
+def _rrelu_with_noise(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """Randomized leaky ReLU: in training each element at or below 0 is scaled by a slope drawn
+    uniformly from [lower, upper] (kept in `noise` for the backward; 1 elsewhere), in evaluation
+    by their mean, as leaky_relu. The draws are ember's own stream, as with every random op."""
+    if not training:
+        return torch.nn.functional.leaky_relu(self, (float(lower) + float(upper)) / 2)
+    slopes = torch.empty_like(self).uniform_(float(lower), float(upper), generator=generator)
+    noise.copy_(torch.where(self <= 0, slopes, torch.ones((), dtype=self.dtype, device=self.device)))
+    return self * noise
+
+
+def _rrelu_with_noise_(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    return self.copy_(_rrelu_with_noise(self, noise, lower, upper, training, generator))
+
+
 def _with_out(fn, out_name="grad_input"):
     """The out= form of `fn` (its out tensor named `out_name`); out=None asks for the result alone,
     as the registration does first to compare dtypes."""
@@ -702,6 +717,7 @@ OWN = {
     "linspace.out": _range_out(torch.ops.aten.linspace.default),
     "logspace.out": _range_out(torch.ops.aten.logspace.default), "multi_margin_loss": _multi_margin_loss,
     "is_set_to": _is_set_to, "linalg_matrix_exp": _matrix_exp,
+    "rrelu_with_noise": _rrelu_with_noise, "rrelu_with_noise_": _rrelu_with_noise_,
     "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
     "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
@@ -716,9 +732,9 @@ OWN = {
 }
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_, linalg_matrix_exp's number
-# of squarings) or mutate in place.
+# of squarings) or mutate in place (rrelu's noise).
 EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "equal", "_unique2", "_unique", "put_",
                         "unique_consecutive", "unique_dim", "nonzero_static",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
-                        "linalg_matrix_exp"})
+                        "linalg_matrix_exp", "rrelu_with_noise", "rrelu_with_noise_"})

@@ -316,6 +316,22 @@ def test_triangle_index_factories_match_cpu(fn, native_only):
         fn(3, 3, device="ember", dtype=torch.float32)
 
 
+def test_rrelu_matches_cpu_in_eval_and_draws_slopes_in_training(native_only):
+    x = torch.randn(4000, dtype=torch.float64, generator=G)
+    _same(lambda t: F.rrelu(t, 0.1, 0.3, training=False), x)
+    xe = x.to("ember").requires_grad_()
+    y = F.rrelu(xe, 0.1, 0.3, training=True)
+    y.sum().backward()
+    y, grad = y.detach().cpu(), xe.grad.cpu()
+    slopes = (y / x)[x < 0]
+    assert 0.1 <= slopes.min() and slopes.max() <= 0.3 and abs(slopes.mean() - 0.2) < 0.01
+    assert torch.equal(y[x > 0], x[x > 0])
+    torch.testing.assert_close(grad, torch.where(x < 0, y / x, torch.ones_like(x)))
+    z = x.to("ember")
+    F.rrelu(z, 0.1, 0.3, training=True, inplace=True)
+    assert abs((z.cpu() / x)[x < 0].mean() - 0.2) < 0.01
+
+
 def test_normal_with_tensor_mean_and_std(native_only):
     mean = torch.arange(4.0, device="ember")[:, None].expand(4, 5000)
     std = torch.tensor([0.5, 1.0, 2.0, 0.0], device="ember")[:, None]
