@@ -46,7 +46,7 @@ OPS = (
     "hardswish", "hardswish.out", "hardswish_", "hardswish_backward",
     "heaviside", "heaviside.out", "heaviside_",
     "huber_loss", "huber_loss.out", "huber_loss_backward.out",
-    "index_copy", "index_copy.out", "index_copy_", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
+    "index_fill_.int_Scalar", "index_fill_.int_Tensor",
     "leaky_relu_", "leaky_relu_backward", "leaky_relu_backward.grad_input",
     "linalg_cross", "linalg_cross.out",
     "log_sigmoid_backward.grad_input", "log_sigmoid_forward.output",
@@ -114,7 +114,7 @@ OPS = (
 # Ops whose first tensor argument may be an integer or bool tensor and still be served by the
 # decomposition exactly as the CPU does (indices, counts, masks).
 _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "any.all_out", "any.out", "take",
-                        "take.out", "index_copy", "index_copy.out", "index_copy_", "index_fill_.int_Scalar",
+                        "take.out", "index_fill_.int_Scalar",
                         "index_fill_.int_Tensor", "channel_shuffle", "trace", "unfold_backward",
                         "isin.Scalar_Tensor", "isin.Scalar_Tensor_out", "isin.Tensor_Scalar",
                         "isin.Tensor_Scalar_out", "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "signbit",
@@ -164,7 +164,7 @@ def _tensors(x, out):
 
 # In-place ops whose CPU kernel refuses a written-to tensor with overlapping elements (expanded)
 # and sources that share its memory: the decomposition would write through the overlap.
-_NO_OVERLAP = frozenset({"index_copy_", "put_"})
+_NO_OVERLAP = frozenset({"put_"})
 
 
 def _dense(t) -> bool:

@@ -57,7 +57,6 @@ CASES = {
     "special_entr": (lambda p: torch.special.entr(p), [P]),
     "special_xlog1py": (lambda a, b: torch.special.xlog1py(a, b), [X, P]),
     "take": (lambda x: torch.take(x, torch.tensor([0, 7, 59, 7], device=x.device)), [X]),
-    "index_copy": (lambda x, t: x.index_copy(1, torch.tensor([2, 0], device=x.device), t[:, :2]), [X, T]),
     "index_fill": (lambda x: x.clone().index_fill_(2, torch.tensor([1, 3], device=x.device), -1.5), [X]),
     "channel_shuffle": (lambda x: F.channel_shuffle(x[:, :2].repeat(1, 3, 1, 1), 3), [IMG]),
     "elu_module": (lambda x: torch.nn.ELU(0.5)(x) + torch.nn.SELU()(x) + torch.nn.CELU(0.8)(x), [X]),

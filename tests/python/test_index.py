@@ -340,3 +340,54 @@ def test_index_shapes_that_do_not_broadcast_raise_index_error():
         a[rows, cols]
     with pytest.raises(IndexError, match="shape mismatch"):
         a[rows, cols] = 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_copy_matches_cpu(dtype, dim, native_only):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(4, 5, 6, generator=g) * 4).to(dtype)
+    index = torch.tensor([3, 0, 1])
+    source_shape = list(x.shape)
+    source_shape[dim] = 3
+    source = (torch.randn(source_shape, generator=g) * 4).to(dtype)
+    want = x.index_copy(dim, index, source)
+    torch.testing.assert_close(x.to("ember").index_copy(dim, index.to("ember"), source.to("ember")).cpu(), want)
+    y = x.to("ember").transpose(0, 2)  # in place into a non-contiguous tensor
+    y.index_copy_(2 - dim % 3, index.to("ember"), source.to("ember").transpose(0, 2))
+    torch.testing.assert_close(y.transpose(0, 2).cpu(), want)
+
+
+def test_index_copy_kv_cache_update_and_gradients(native_only):
+    # Hugging Face's static cache writes each step's keys at cache_position along the sequence dim.
+    cache = torch.zeros(2, 4, 16, 8)
+    keys = torch.randn(2, 4, 3, 8, requires_grad=True)
+    position = torch.tensor([5, 6, 7])
+    base = torch.randn(2, 4, 16, 8, requires_grad=True)
+    want = base.index_copy(2, position, keys)
+    want.square().sum().backward()
+    kc, bc = keys.detach().to("ember").requires_grad_(), base.detach().to("ember").requires_grad_()
+    got = bc.index_copy(2, position.to("ember"), kc)
+    got.square().sum().backward()
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    torch.testing.assert_close(kc.grad.cpu(), keys.grad)
+    torch.testing.assert_close(bc.grad.cpu(), base.grad)
+    cache_e = cache.to("ember")
+    cache_e.index_copy_(2, position.to("ember"), keys.detach().to("ember"))
+    torch.testing.assert_close(cache_e.cpu(), cache.index_copy(2, position, keys.detach()))
+
+
+@pytest.mark.parametrize("op", ["index_copy_", "index_add_"])
+@pytest.mark.parametrize("bad", [-1, 3, -4])
+def test_index_copy_and_index_add_refuse_indices_outside_the_dim(op, bad):
+    # The CPU refuses negative indices here (index_put_ and index_select count them from the
+    # end); the check runs in the kernel and surfaces at the next synchronization, naming the index.
+    prefix = r"index_copy_\(\): " if op == "index_copy_" else ""
+    with pytest.raises(RuntimeError, match=prefix + f"index {bad} is out of bounds for dimension 0 with size 3"):
+        getattr(torch.zeros(3, 2, device="ember"), op)(0, torch.tensor([bad], device="ember"),
+                                                        torch.ones(1, 2, device="ember"))
+        torch.ember.synchronize()
+    torch.ember.synchronize()  # reported once
+    with pytest.raises(RuntimeError, match="Expected a long tensor for index"):
+        torch.zeros(3, 2, device="ember").index_copy_(0, torch.tensor([1], dtype=torch.int32, device="ember"),
+                                                      torch.ones(1, 2, device="ember"))

@@ -462,19 +462,61 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     const bool is_bool = self.scalar_type() == at::kBool;
     const bool unit = is_bool ? alpha.toBool() : !alpha.isBoolean() && alpha.equal(1);
     at::Tensor src = (unit ? source : is_bool ? at::zeros_like(source) : source.mul(alpha)).contiguous();
-    // index_add takes no negative indices (the kernel would wrap them): map them past the end,
-    // where the kernel's bounds check reports them.
     at::Tensor idx = index.reshape({-1}).to(at::kLong);
-    idx = at::where(idx.lt(0), idx.new_full({}, self.size(dim)), idx);
     kernels::TensorView o = fold3(dst, dim), i = view_in(idx), v = fold3(src, dim, false);
     // The CPU sums rows (a self of two or more dims, alpha 1) of float16/bfloat16 in float and
     // rounds once; single elements and scaled rows round after every update.
     const bool in_float = self.dim() > 1 && unit;
-    queue(dst, "index_add", [o, i, v, in_float](runtime::ThreadPool* p) {
-        return kernels::index_put_rows(o, i, v, true, p, in_float);
+    const kernels::RowIndexRule rule{false, dim, ""};  // no negative indices
+    queue(dst, "index_add", [o, i, v, in_float, rule](runtime::ThreadPool* p) {
+        return kernels::index_put_rows(o, i, v, true, p, in_float, rule);
     });
     if (!dst.is_same(out)) out.copy_(dst);
     return out;
+}
+
+// ---- index_copy: rows of source into self at index along dim (KV-cache updates) -------------------
+// Native for matching shapes and dtypes with a long index; anything else, and the 0-d forms, take
+// the CPU path, whose checks word the errors.
+
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out) {
+    bool ok = plain_dtype(self.scalar_type()) && source.scalar_type() == self.scalar_type() &&
+              out.scalar_type() == self.scalar_type() && index.dim() <= 1 && index.scalar_type() == at::kLong &&
+              self.dim() > 0 && source.dim() == self.dim() && on_device(self.device(), index) &&
+              on_device(self.device(), source) && on_device(self.device(), out);
+    if (ok) {
+        dim = at::maybe_wrap_dim(dim, self.dim());
+        ok = source.size(dim) == index.numel();
+        for (int64_t d = 0; ok && d < self.dim(); ++d) ok = d == dim || source.size(d) == self.size(d);
+    }
+    if (!ok) return cpu<ATEN_OP2(index_copy, out)>(self, dim, index, source, out);
+    at::assert_no_internal_overlap(out);
+    at::assert_no_overlap(out, index);
+    at::assert_no_overlap(out, source);
+    if (!out.is_same(self)) {
+        resize_out(out, self.sizes());
+        out.copy_(self);
+    }
+    if (index.numel() == 0) return out;
+    at::Tensor dst = out.is_contiguous() ? out : out.contiguous();
+    at::Tensor idx = index.reshape({-1}), src = source.contiguous();
+    kernels::TensorView o = fold3(dst, dim), i = view_in(idx), v = fold3(src, dim, false);
+    const kernels::RowIndexRule rule{false, dim, "index_copy_(): "};
+    queue(dst, "index_copy", [o, i, v, rule](runtime::ThreadPool* p) {
+        return kernels::index_put_rows(o, i, v, false, p, false, rule);
+    });
+    if (!dst.is_same(out)) out.copy_(dst);
+    return out;
+}
+
+at::Tensor& index_copy_inplace(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+    return index_copy_out(self, dim, index, source, self);
+}
+
+at::Tensor index_copy_fn(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
+    at::Tensor out = at::empty_like(self);
+    return index_copy_out(self, dim, index, source, out);
 }
 
 }  // namespace
@@ -490,6 +532,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("index.Tensor_out", index_out);
     m.impl("_index_put_impl_", index_put_impl_);
     m.impl("index_add.out", index_add_out);
+    m.impl("index_copy.out", index_copy_out);
+    m.impl("index_copy_", index_copy_inplace);
+    m.impl("index_copy", index_copy_fn);
     m.impl("index_reduce.out", index_reduce_out);
 }
 

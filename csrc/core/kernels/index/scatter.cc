@@ -207,7 +207,7 @@ Status scatter(const TensorView& out_in, const TensorView& index_in, const Tenso
 }
 
 Status index_put_rows(const TensorView& out, const TensorView& index, const TensorView& values,
-                      bool accumulate, runtime::ThreadPool* pool, bool float_accumulate) {
+                      bool accumulate, runtime::ThreadPool* pool, bool float_accumulate, const RowIndexRule& rule) {
     if (out.ndim != 3 || values.ndim != 3) return invalid_argument("index_put_rows: out and values must be viewed as 3-d");
     if (index.ndim != 1 || index.dtype != DType::kInt64) return invalid_argument("index_put_rows: index must be 1-d int64");
     if (out.dtype != values.dtype) return invalid_argument("index_put_rows: out and values dtypes differ");
@@ -221,10 +221,11 @@ Status index_put_rows(const TensorView& out, const TensorView& index, const Tens
     const auto* idx = static_cast<const int64_t*>(index.data);
     for (int64_t i = 0; i < m; ++i) {
         const int64_t v = idx[i * index.strides[0]];
-        const int64_t r = v < 0 ? v + n : v;
+        const int64_t r = v < 0 && rule.wrap_negative ? v + n : v;
         if (r < 0 || r >= n) {
-            return invalid_argument("index " + std::to_string(v) + " is out of bounds for dimension with size " +
-                                    std::to_string(n));
+            const std::string dim = rule.dim >= 0 ? "dimension " + std::to_string(rule.dim) : "dimension";
+            return invalid_argument(std::string(rule.prefix) + "index " + std::to_string(v) + " is out of bounds for " +
+                                    dim + " with size " + std::to_string(n));
         }
         rows[i] = r;
     }

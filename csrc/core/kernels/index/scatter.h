@@ -30,15 +30,25 @@ enum class ScatterReduce : int8_t { kAssign, kSum, kProd, kAmax, kAmin };
 Status scatter(const TensorView& out, const TensorView& index, const TensorView& src, int dim,
                ScatterReduce reduce, runtime::ThreadPool* pool);
 
+// How index_put_rows reads its indices: index_put_ counts negative ones from the end; index_add
+// and index_copy refuse them, and their errors name the dim (`dim` >= 0) after a prefix, as the
+// CPU's do ("index_copy_(): index -1 is out of bounds for dimension 0 with size 3").
+struct RowIndexRule {
+    bool wrap_negative = true;
+    int64_t dim = -1;
+    const char* prefix = "";
+};
+
 // out[o, index[i], k] = values[o, i, k] (+= with `accumulate`) for out viewed [outer, n, inner],
 // index 1-d int64 of length m and values [outer, m, inner] of out's dtype (zero strides for a
-// broadcast). Negative indices count from the end (+n); anything else outside [0, n) fails with
-// "index X is out of bounds for dimension with size N". Duplicates apply in index order: they
+// broadcast). Indices outside [0, n) (after the rule's wrapping) fail with "index X is out of
+// bounds for dimension with size N", before anything is written. Duplicates apply in index order: they
 // add up with `accumulate`, otherwise the last one wins. Work splits over (o, k) columns.
 // Half/BFloat16 sums round after every update (the CPU's index_put_ and 1-d index_add), or with
 // `float_accumulate` accumulate in float and round once (its index_add of rows, which runs as a
 // scatter_add).
 Status index_put_rows(const TensorView& out, const TensorView& index, const TensorView& values,
-                      bool accumulate, runtime::ThreadPool* pool, bool float_accumulate = false);
+                      bool accumulate, runtime::ThreadPool* pool, bool float_accumulate = false,
+                      const RowIndexRule& rule = {});
 
 }  // namespace ember::kernels
