@@ -391,3 +391,19 @@ def test_index_copy_and_index_add_refuse_indices_outside_the_dim(op, bad):
     with pytest.raises(RuntimeError, match="Expected a long tensor for index"):
         torch.zeros(3, 2, device="ember").index_copy_(0, torch.tensor([1], dtype=torch.int32, device="ember"),
                                                       torch.ones(1, 2, device="ember"))
+
+
+def test_compiled_index_add_and_index_copy_check_indices_as_eagerly():
+    # Kept whole in compiled graphs: their decomposition (index_put) would count -1 from the end.
+    def f(base, index, rows):
+        return base.index_add(0, index, rows * 2).sum(-1) + base.index_copy(0, index, rows).sum(-1)
+
+    torch._dynamo.reset()
+    base, rows = torch.randn(4, 8), torch.randn(3, 8)
+    compiled = torch.compile(f, backend="ember", fullgraph=True)
+    index = torch.tensor([1, 2, 0])
+    torch.testing.assert_close(compiled(base.to("ember"), index.to("ember"), rows.to("ember")).cpu(),
+                               f(base, index, rows))
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 0 with size 4"):
+        compiled(base.to("ember"), torch.tensor([1, -1, 3], device="ember"), rows.to("ember")).cpu()
+    torch.ember.synchronize()
