@@ -167,6 +167,7 @@ void bind_compiler(py::module_& m) {
         })
         .def("node_sizes", [](const compiler::Graph& g, int v) { return g.node(v).sizes; })
         .def("node_dtype", [](const compiler::Graph& g, int v) { return torch_dtype(g.node(v).dtype); })
+        .def("node_op", [](const compiler::Graph& g, int v) { return std::string(compiler::op_name(g.node(v).op)); })
         .def("mark_output", &compiler::Graph::mark_output)
         .def("mark_output_alias", &compiler::Graph::mark_output_alias)
         .def("num_nodes", [](const compiler::Graph& g) { return g.nodes().size(); })

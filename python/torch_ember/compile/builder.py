@@ -168,6 +168,11 @@ class Builder:
             return x
         return self.op("convert_element_type", [x], dtype=dtype, sizes=self.sizes(x))
 
+    def rounded(self, x: Val) -> Val:
+        """x rounded (wrapped, for integers) to its own dtype: generated code keeps float16 and
+        bfloat16 values in float32 registers and narrow integers in 64-bit ones until a store."""
+        return self.op("convert_element_type", [x], dtype=self.dtype(x), sizes=self.sizes(x))
+
     def full(self, sizes, value, dtype) -> Val:
         check_fits(value, dtype)
         # An integer value also travels exactly (a double holds only 53 bits of it).
@@ -216,3 +221,9 @@ class Builder:
 
     def dtype(self, x: Val):
         return self.g.node_dtype(x.id)
+
+    def op_of(self, x: Val) -> str:
+        return self.g.node_op(x.id)
+
+    def num_nodes(self) -> int:
+        return self.g.num_nodes()

@@ -66,22 +66,39 @@ def _map_args(x, env):
     return x
 
 
-def _check_result(b, node, val):
-    """Matches the lowering's result to the node's meta: same sizes, dtype by a cast."""
+# Every op's result is rounded to its dtype as eager mode's kernel stores it: generated code keeps
+# float16/bfloat16 values in float32 registers and narrow integers in 64-bit ones, so without
+# this a chain of ops fused into one kernel would skip eager's roundings (a float16 product that
+# overflows to inf eagerly stayed finite; int32 and uint8 arithmetic did not wrap). Only the FX
+# node's result is rounded: a lowering that composes one ATen op from several IR ops computes its
+# intermediates unrounded, as the op's eager kernel does. Ops that compute nothing new (views,
+# casts, library calls that store their result) need no rounding.
+_ROUNDED = (torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16, torch.int32)
+_NOT_COMPUTING = frozenset({"input", "constant", "convert_element_type", "expand", "reshape", "permute", "transpose",
+                            "slice", "squeeze", "unsqueeze", "mm", "bmm", "addmm", "scaled_dot_product_attention",
+                            "opaque"})
+
+
+def _check_result(b, node, val, first_new):
+    """Matches the lowering's result to the node's meta: same sizes, dtype by a cast, rounded
+    where eager rounds. first_new: the first IR node id the lowering created."""
     m = node.meta.get("val")
     if isinstance(val, tuple):
         ms = m if isinstance(m, (list, tuple)) else [m] * len(val)
-        return tuple(None if v is None or not isinstance(mm, torch.Tensor) else _check_one(b, node, v, mm)
+        return tuple(None if v is None or not isinstance(mm, torch.Tensor) else _check_one(b, node, v, mm, first_new)
                      for v, mm in zip(val, ms))
-    return _check_one(b, node, val, m)
+    return _check_one(b, node, val, m, first_new)
 
 
-def _check_one(b, node, v, m):
+def _check_one(b, node, v, m, first_new):
     if not isinstance(v, Val) or not isinstance(m, torch.Tensor):
         return v
     if list(b.sizes(v)) != list(m.shape):
         raise Unsupported(f"lowering produced sizes {b.sizes(v)}, expected {list(m.shape)}")
-    return b.cast(v, m.dtype)
+    out = b.cast(v, m.dtype)
+    if out is v and m.dtype in _ROUNDED and v.id >= first_new and b.op_of(v) not in _NOT_COMPUTING:
+        out = b.rounded(v)
+    return out
 
 
 def lower_node(b: Builder, node, env) -> object:
@@ -105,7 +122,8 @@ def lower_node(b: Builder, node, env) -> object:
             if t.dtype not in SUPPORTED_DTYPES:
                 raise Unsupported(f"input of dtype {t.dtype}")
     args, kwargs = _map_args(node.args, env), _map_args(node.kwargs, env)
-    return _check_result(b, node, fn(b, node, *args, **kwargs))
+    first_new = b.num_nodes()
+    return _check_result(b, node, fn(b, node, *args, **kwargs), first_new)
 
 
 def dense_order(val):

@@ -1,0 +1,54 @@
+"""Compiled graphs round every op's float16 / bfloat16 result and wrap every narrow integer
+result as eager mode does, even where the next op is fused into the same generated kernel
+(registers hold float32 and 64-bit integers): overflow to inf, integer wrap-around and the
+rounding error of a low-precision product come out bit for bit as eagerly."""
+import pytest
+import torch
+
+import torch_ember  # noqa: F401
+
+CASES = {
+    "int32_product_wraps": (lambda x: (x * 3) < 0, torch.full((4,), 2**30, dtype=torch.int32)),
+    "int32_wrap_then_widen": (lambda x: (x * 3).long(), torch.full((4,), 2**30, dtype=torch.int32)),
+    "int32_square_sum": (lambda x: (x * x).sum(), torch.full((3,), 2**16, dtype=torch.int32)),
+    "uint8_add_wraps": (lambda u: (u + 10).sum(), torch.full((4,), 250, dtype=torch.uint8)),
+    "int8_negation_wraps": (lambda x: (-x).to(torch.int16) + 1, torch.tensor([-128, 5, 127], dtype=torch.int8)),
+    "int16_product": (lambda x: (x * x + 1).float(), torch.tensor([300, -200, 7], dtype=torch.int16)),
+    "half_overflows_to_inf": (lambda y: (y.half() * 1000).float(), torch.tensor([100.0, 70.0, 1.0])),
+    "bfloat16_rounding_error": (lambda y: (y.bfloat16() * 3).float() - y * 3, torch.randn(64)),
+    "bfloat16_increment_lost": (lambda y: (y.bfloat16() + 1).float() == y, torch.tensor([256.0, 512.0, 3.0])),
+    "half_softmax_is_representable": (lambda y: y.half().softmax(0).float(), torch.randn(50)),
+    "half_scaled_sum": (lambda y: (y.half() * 1.1).float().sum(), torch.randn(1000)),
+    "bfloat16_where_fill": (lambda y: torch.where(y > 0, y.bfloat16(), 0.1).float() * 3, torch.randn(16)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_compiled_matches_eager_bit_for_bit(name, native_only):
+    torch._dynamo.reset()
+    fn, x = CASES[name]
+    want = fn(x.to("ember")).cpu()
+    got = torch.compile(fn, backend="ember", fullgraph=True)(x.to("ember")).cpu()
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(got, fn(x), rtol=0, atol=0, equal_nan=True)
+
+
+def test_bfloat16_training_step_follows_eager(native_only):
+    # Pure bfloat16 weights: every fused elementwise op of forward and backward rounds as eagerly.
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    model = model.to(torch.bfloat16).to("ember")
+    x = torch.randn(8, 16, dtype=torch.bfloat16, device="ember")
+
+    def step(m):
+        m.zero_grad()
+        loss = (m(x).float() - 1).square().mean()
+        loss.backward()
+        return loss.detach().cpu(), [p.grad.cpu() for p in m.parameters()]
+
+    want = step(model)
+    got = step(torch.compile(model, backend="ember"))
+    torch.testing.assert_close(got[0], want[0], rtol=1e-3, atol=1e-3)
+    for g, w in zip(got[1], want[1]):
+        torch.testing.assert_close(g, w, rtol=2e-2, atol=2e-2)
