@@ -115,6 +115,16 @@ def test_changed_model_recompiles(dirs, tmp_path):
     same(other, fresh)
 
 
+def test_each_new_variant_recompiles_after_several_stored_ones(dirs, tmp_path):
+    # Each process loads every stored package, misses their guards and compiles its own variant,
+    # which it stores too: names Dynamo generates must not collide with the loaded packages'.
+    for hidden in ("64", "48", "40", "24"):
+        r = run(dirs, tmp_path, T_HIDDEN=hidden)
+        assert r["compiled_graphs"] == 2
+    fresh = run({k: v + "_fresh" for k, v in dirs.items()}, tmp_path, T_HIDDEN="24")
+    same(r, fresh)
+
+
 def test_other_options_and_backends_do_not_reuse(dirs, tmp_path):
     run(dirs, tmp_path)
     eager_fb = run(dirs, tmp_path, T_OPTIONS='{"fallback": "eager"}')

@@ -252,13 +252,16 @@ def _checked_load(original):
 def _advance_unique_ids():
     """torch 2.13: names Dynamo generates (__builtins_dict___0, ...) come from a counter that
     restarts at 0 in a new process, so a recompile after a package load would reuse a name the
-    loaded code already installed. Move the counter past anything a package could hold."""
+    loaded code already installed. Move the counter to a range of this process's own, drawn at
+    random: a fixed offset would be the same in every process, and a later process that loads
+    the packages of two earlier ones (each recompiled after a load) would meet it twice."""
     import itertools
+    import secrets
 
     from torch._dynamo import bytecode_transformation as bt
 
     cur = next(bt._unique_id_counter)
-    bt._unique_id_counter = itertools.count(max(cur + 1, 1 << 20) + cur)
+    bt._unique_id_counter = itertools.count((1 << 40) + (secrets.randbits(36) << 4) + cur)
 
 
 def save() -> int:
