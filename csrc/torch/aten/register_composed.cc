@@ -11,6 +11,7 @@
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
+#include "complex_parts.h"
 #include "glue.h"
 
 namespace ember::torch_glue {
@@ -113,6 +114,8 @@ at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self, 
 // ---- sgn of a real tensor is its sign ---------------------------------------------------------
 
 at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
+    if (out.is_privateuseone())
+        if (auto r = complex_unary("sgn", self); r && r->scalar_type() == out.scalar_type()) return write_out(out, *r);
     if (self.is_complex() || out.scalar_type() != self.scalar_type() || !self.is_privateuseone())
         return cpu<ATEN_OP2(sgn, out)>(self, out);
     return at::sign_out(out, self);

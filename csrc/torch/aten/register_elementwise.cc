@@ -1,6 +1,7 @@
 // Elementwise ops on core's engine: arithmetic, comparisons and activations, each in its
-// functional, in-place and out= form. A dtype the engine does not compute (complex; bool for
-// arithmetic other than add and mul) goes to the visible CPU fallback, so every result matches CPU.
+// functional, in-place and out= form. Complex arithmetic is composed from real kernels on the
+// parts (complex_parts.h); a dtype neither serves (bool for arithmetic other than add and mul,
+// complex32) goes to the visible CPU fallback, so every result matches CPU.
 #include <ATen/Operators.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
@@ -11,6 +12,7 @@
 #include <limits>
 
 #include "../fallback.h"
+#include "complex_parts.h"
 #include "elementwise_iter.h"
 #include "glue.h"
 
@@ -39,6 +41,7 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
 
 #define EMBER_ALPHA_OP(name, kOp)                                                                      \
     at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) { \
+        if (auto r = complex_add(self, other, alpha, kOp == BinaryOp::kSub)) return *r;               \
         at::Tensor out;                                                                                \
         auto iter = TensorIterator::binary_op(out, self, other);                                       \
         if (!native_compute(iter, true, kOp == BinaryOp::kAdd && iter.dtype(0) == at::kBool)) return cpu<ATEN_OP2(name, Tensor)>(self, other, alpha);       \
@@ -47,6 +50,10 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
         return iter.output();                                                                          \
     }                                                                                                  \
     at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {    \
+        if (complex_on_device(self) && !self.is_conj())                                                \
+            if (auto r = complex_add(self, other, alpha, kOp == BinaryOp::kSub);                      \
+                r && r->scalar_type() == self.scalar_type() && r->sizes() == self.sizes())            \
+                return write_out(self, *r);                                                            \
         auto iter = TensorIterator::binary_op(self, self, other);                                      \
         if (!native_compute(iter, true, kOp == BinaryOp::kAdd && iter.dtype(0) == at::kBool)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other, alpha);    \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
@@ -55,6 +62,10 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
     }                                                                                                  \
     at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,   \
                            at::Tensor& out) {                                                          \
+        if (out.is_complex() && out.is_privateuseone())                                                \
+            if (auto r = complex_add(self, other, alpha, kOp == BinaryOp::kSub);                      \
+                r && r->scalar_type() == out.scalar_type())                                            \
+                return write_out(out, *r);                                                             \
         auto iter = TensorIterator::binary_op(out, self, other);                                       \
         if (!native_compute(iter, true, kOp == BinaryOp::kAdd && iter.dtype(0) == at::kBool)) return cpu<ATEN_OP2(name, out)>(self, other, alpha, out);     \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
@@ -109,15 +120,6 @@ bool complex_pair(const at::Tensor& a, const at::Tensor& b) {
     return (t == at::kComplexFloat || t == at::kComplexDouble) && at::result_type(a, b) == t &&
            (a.is_privateuseone() || a.dim() == 0) && (b.is_privateuseone() || b.dim() == 0) &&
            (a.is_privateuseone() || b.is_privateuseone());
-}
-
-// (re, im) of `t` as real views; a lazily conjugated tensor (autograd's backward of a complex
-// product passes one) is read through its base, with the imaginary part negated.
-std::pair<at::Tensor, at::Tensor> re_im(const at::Tensor& t) {
-    if (!t.is_complex()) return {t, at::Tensor()};  // a real operand: no imaginary part
-    at::Tensor r = at::view_as_real(t.is_conj() ? t.conj() : t);
-    at::Tensor im = r.select(-1, 1);
-    return {r.select(-1, 0), t.is_conj() ? at::neg(im) : im};
 }
 
 at::Tensor complex_product(const at::Tensor& a_in, const at::Tensor& b_in) {
@@ -248,6 +250,24 @@ at::Tensor& div_out_mode(const at::Tensor& self, const at::Tensor& other, std::o
     return native ? out : cpu<ATEN_OP2(div, out_mode)>(self, other, mode, out);
 }
 
+at::Tensor div_complex_aware(const at::Tensor& self, const at::Tensor& other) {
+    if (auto r = complex_div(self, other)) return *r;
+    return div_tensor(self, other);
+}
+
+at::Tensor& div_out_complex_aware(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    if (out.is_complex() && out.is_privateuseone())
+        if (auto r = complex_div(self, other); r && r->scalar_type() == out.scalar_type()) return write_out(out, *r);
+    return div_out(self, other, out);
+}
+
+at::Tensor& div__complex_aware(at::Tensor& self, const at::Tensor& other) {
+    if (complex_on_device(self) && !self.is_conj())
+        if (auto r = complex_div(self, other); r && r->scalar_type() == self.scalar_type() && r->sizes() == self.sizes())
+            return write_out(self, *r);
+    return div__tensor(self, other);
+}
+
 at::Tensor mul_complex_aware(const at::Tensor& self, const at::Tensor& other) {
     if (!complex_pair(self, other)) return mul_tensor(self, other);
     return at::view_as_complex(complex_product(self, other));
@@ -280,6 +300,15 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
     return out;
 }
 
+// complex(real, imag) from two real tensors of one floating type.
+at::Tensor& complex_out(const at::Tensor& real, const at::Tensor& imag, at::Tensor& out) {
+    const auto t = real.scalar_type();
+    bool ok = (t == at::kFloat || t == at::kDouble) && imag.scalar_type() == t && real.is_privateuseone() &&
+              imag.device() == real.device() && out.device() == real.device() && out.scalar_type() == c10::toComplexType(t);
+    if (!ok) return cpu<ATEN_OP2(complex, out)>(real, imag, out);
+    return write_out(out, from_parts(real, imag));
+}
+
 // bool operands too: the larger of two bools is their or, the smaller their and.
 #define EMBER_MINMAX_OP(name, kOp)                                                               \
     at::Tensor name##_fn(const at::Tensor& self, const at::Tensor& other) {                      \
@@ -304,6 +333,8 @@ EMBER_MINMAX_OP(minimum, BinaryOp::kMinimum)
 
 #define EMBER_COMPARE_OP(name, kOp)                                                                   \
     at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                       \
+        if (kOp == BinaryOp::kEq || kOp == BinaryOp::kNe)                                             \
+            if (auto r = complex_equal(self, other, kOp == BinaryOp::kNe)) return *r;                 \
         at::Tensor out;                                                                               \
         auto iter = TensorIterator::comparison_op(out, self, other);                                  \
         if (!native_compute(iter, true, true)) return cpu<ATEN_OP2(name, Tensor)>(self, other);      \
@@ -311,6 +342,9 @@ EMBER_MINMAX_OP(minimum, BinaryOp::kMinimum)
         return iter.output();                                                                         \
     }                                                                                                 \
     at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+        if ((kOp == BinaryOp::kEq || kOp == BinaryOp::kNe) && out.scalar_type() == at::kBool &&         \
+            out.is_privateuseone())                                                                   \
+            if (auto r = complex_equal(self, other, kOp == BinaryOp::kNe)) return write_out(out, *r);  \
         auto iter = TensorIterator::comparison_op(out, self, other);                                  \
         if (!native_compute(iter, true, true)) return cpu<ATEN_OP2(name, Tensor_out)>(self, other, out); \
         queue_binary(kOp, iter);                                                                      \
@@ -364,6 +398,13 @@ at::Tensor& pow__tensor(at::Tensor& self, const at::Tensor& exponent) {
 // x ** e for a Python-number exponent, with PyTorch's exact special cases: e == 2 is x * x,
 // 0.5 is sqrt, -0.5 rsqrt, -1 reciprocal (each once rounded, as on CPU).
 at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
+    // A complex square is the complex product z * z, z ** 1 is z (its backward asks for it);
+    // other complex powers take the CPU path.
+    if (complex_on_device(self) && !exponent.isComplex() && out.scalar_type() == self.scalar_type() &&
+        out.is_privateuseone()) {
+        if (exponent.toDouble() == 2.0) return write_out(out, at::mul(self, self));
+        if (exponent.toDouble() == 1.0) return write_out(out, self.resolve_conj());
+    }
     at::ScalarType result = at::result_type(self, exponent);
     bool floating = at::isFloatingType(result);
     if (!floating && at::isIntegralType(result, /*includeBool=*/false) && exponent.isIntegral(false) &&
@@ -717,9 +758,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("mul_.Tensor", mul__complex_aware);
     m.impl("mul.out", mul_out_complex_aware);
     m.impl("polar.out", polar_out);
-    m.impl("div.Tensor", div_tensor);
-    m.impl("div_.Tensor", div__tensor);
-    m.impl("div.out", div_out);
+    m.impl("complex.out", complex_out);
+    m.impl("div.Tensor", div_complex_aware);
+    m.impl("div_.Tensor", div__complex_aware);
+    m.impl("div.out", div_out_complex_aware);
     m.impl("floor_divide", floor_divide_tensor);
     m.impl("floor_divide_.Tensor", floor_divide__tensor);
     m.impl("floor_divide.Scalar", floor_divide_scalar);

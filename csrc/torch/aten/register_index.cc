@@ -44,12 +44,15 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
             return out;
         }
     }
-    bool ok = ref != nullptr && plain_dtype(out.scalar_type());
+    // Complex pieces are copied like any others (copy_ converts them and resolves conjugation).
+    auto copyable = [](c10::ScalarType t) { return plain_dtype(t) || t == at::kComplexFloat || t == at::kComplexDouble; };
+    bool ok = ref != nullptr && copyable(out.scalar_type()) && (plain_dtype(out.scalar_type()) || !out.is_conj());
     if (ok) {
         dim = at::maybe_wrap_dim(dim, ref->dim());
         for (const at::Tensor& t : list) {
             if (skip(t)) continue;
-            ok = ok && t.dim() == ref->dim() && t.device() == out.device() && plain_dtype(t.scalar_type());
+            ok = ok && t.dim() == ref->dim() && t.device() == out.device() && copyable(t.scalar_type()) &&
+                 at::isComplexType(t.scalar_type()) == at::isComplexType(out.scalar_type());
             for (int64_t d = 0; ok && d < t.dim(); ++d) ok = d == dim || t.size(d) == ref->size(d);
         }
     }

@@ -12,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "complex_parts.h"
 #include "glue.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/linalg/distance.h"
@@ -85,6 +86,8 @@ void check_out_dtype(const at::Tensor& out, const at::Tensor& like) {
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+    if (self.is_complex() && out.scalar_type() == self.scalar_type() && out.is_privateuseone())
+        if (auto r = complex_matmul(self, mat2)) return write_out(out, *r);
     if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP2(mm, out)>(self, mat2, out);
     check_operands("mm", self, mat2, 2);
     check_out_dtype(out, self);
@@ -94,12 +97,15 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+    if (auto r = complex_matmul(self, mat2)) return *r;
     if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP(mm)>(self, mat2);
     at::Tensor out = at::empty({0}, self.options());
     return mm_out(self, mat2, out);
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+    if (self.is_complex() && out.scalar_type() == self.scalar_type() && out.is_privateuseone())
+        if (auto r = complex_matmul(self, mat2)) return write_out(out, *r);
     if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP2(bmm, out)>(self, mat2, out);
     check_operands("bmm", self, mat2, 3);
     check_out_dtype(out, self);
@@ -109,6 +115,7 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+    if (auto r = complex_matmul(self, mat2)) return *r;
     if (!gemm_dtype(self.scalar_type())) return cpu<ATEN_OP(bmm)>(self, mat2);
     at::Tensor out = at::empty({0}, self.options());
     return bmm_out(self, mat2, out);

@@ -14,6 +14,7 @@
 #include "../context.h"
 #include "../fallback.h"
 #include "kernels/reduce/reduce.h"
+#include "complex_parts.h"
 #include "glue.h"
 
 namespace ember::torch_glue {
@@ -107,6 +108,9 @@ c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType>
 
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+    if (out.is_privateuseone() && self.numel() > 0)
+        if (auto r = complex_reduce(self, dim, keepdim, dtype, false); r && r->scalar_type() == out.scalar_type())
+            return write_out(out, *r);
     Plan p = make_plan(self, dim, keepdim);
     const bool empty = self.numel() == 0 && !self.is_complex() && plain_dtype(out.scalar_type());
     if ((!reducible(self) && !empty) || out.scalar_type() != sum_dtype(self, dtype)) {
@@ -158,6 +162,8 @@ at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype
 
 at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<c10::ScalarType> dtype) {
+    if (self.numel() > 0)
+        if (auto r = complex_reduce(self, dim, keepdim, dtype, false)) return *r;
     if (self.is_complex()) return cpu<ATEN_OP2(sum, dim_IntList)>(self, dim, keepdim, dtype);
     at::Tensor out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
     return sum_out(self, dim, keepdim, dtype, out);
@@ -169,6 +175,9 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype)
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+    if (out.is_privateuseone() && self.numel() > 0)
+        if (auto r = complex_reduce(self, dim, keepdim, dtype, true); r && r->scalar_type() == out.scalar_type())
+            return write_out(out, *r);
     c10::ScalarType t = dtype.value_or(self.scalar_type());
     if (self.is_complex() || !at::isFloatingType(t) || out.scalar_type() != t) {
         return cpu<ATEN_OP2(mean, out)>(self, dim, keepdim, dtype, out);
@@ -183,6 +192,8 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
 at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
     c10::ScalarType t = dtype.value_or(self.scalar_type());
+    if (self.numel() > 0)
+        if (auto r = complex_reduce(self, dim, keepdim, dtype, true)) return *r;
     if (self.is_complex() || !at::isFloatingType(t)) return cpu<ATEN_OP2(mean, dim)>(self, dim, keepdim, dtype);
     at::Tensor out = at::empty({0}, self.options().dtype(t));
     return mean_out(self, dim, keepdim, dtype, out);

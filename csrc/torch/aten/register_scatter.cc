@@ -18,6 +18,7 @@
 
 #include "kernels/index/scatter.h"
 #include "kernels/index/select_mask.h"
+#include "complex_parts.h"
 #include "glue.h"
 
 namespace ember::torch_glue {
@@ -348,6 +349,11 @@ at::Tensor canonical_indexing(const at::Tensor& self, const IndexList& indices, 
 }
 
 at::Tensor& index_out(const at::Tensor& self_in, const IndexList& indices_in, at::Tensor& out) {
+    // Complex values: the same indices pick (re, im) pairs of the real view, whose extra last
+    // dim no index touches.
+    if (complex_on_device(self_in) && !self_in.is_conj() && out.scalar_type() == self_in.scalar_type() &&
+        out.is_privateuseone())
+        return write_out(out, at::view_as_complex(at::index(at::view_as_real(self_in), indices_in).contiguous()));
     OneIndex r;
     IndexList indices;
     bool changed = false;
@@ -384,6 +390,13 @@ bool distinct_elements(const at::Tensor& t) {
 at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                             const at::Tensor& values, bool accumulate, bool unsafe) {
     auto fallback = [&]() -> at::Tensor& { return cpu<ATEN_OP(_index_put_impl_)>(self, indices, values, accumulate, unsafe); };
+    // Complex values: (re, im) pairs put through the real views, whose extra last dim no index touches.
+    if (complex_on_device(self) && !self.is_conj() && values.scalar_type() == self.scalar_type() &&
+        on_device(self.device(), values)) {
+        at::Tensor real_self = at::view_as_real(self);
+        at::_index_put_impl_(real_self, indices, at::view_as_real(values.resolve_conj()), accumulate, unsafe);
+        return self;
+    }
     if (!plain_dtype(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
         !on_device(self.device(), values)) {
         return fallback();

@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include "../fallback.h"
+#include "complex_parts.h"
 #include "elementwise_iter.h"
 #include "glue.h"
 
@@ -32,7 +33,20 @@ at::TensorIterator promoting_iter(at::Tensor& out, const at::Tensor& a, const at
 
 // ---- where ----------------------------------------------------------------------------------
 
+// where(cond, a, b) with a complex result, part by part.
+std::optional<at::Tensor> where_complex(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+    const c10::ScalarType rt = at::result_type(self, other);
+    if (!at::isComplexType(rt) || cond.scalar_type() != at::kBool || !cond.is_privateuseone()) return std::nullopt;
+    const at::Tensor a = self.to(cond.device(), rt), b = other.to(cond.device(), rt);
+    if (!complex_on_device(a)) return std::nullopt;
+    auto [a0, a1] = re_im(a);
+    auto [b0, b1] = re_im(b);
+    return from_parts(at::where(cond, a0, b0), at::where(cond, a1, b1));
+}
+
 at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    if (out.is_privateuseone())
+        if (auto r = where_complex(cond, self, other); r && r->scalar_type() == out.scalar_type()) return write_out(out, *r);
     c10::ScalarType rt = at::result_type(self, other);
     bool native = cond.scalar_type() == at::kBool && !at::isComplexType(rt) && out.scalar_type() == rt;
     if (!native) return cpu<ATEN_OP2(where, self_out)>(cond, self, other, out);
@@ -50,6 +64,7 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::
 }
 
 at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+    if (auto r = where_complex(cond, self, other)) return *r;
     c10::ScalarType rt = at::result_type(self, other);
     if (cond.scalar_type() != at::kBool || at::isComplexType(rt)) {
         return cpu<ATEN_OP2(where, self)>(cond, self, other);
@@ -147,6 +162,12 @@ at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tens
 // ---- masked_fill_: self = where(mask, value, self), value first converted to self's dtype ----
 
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+    if (complex_on_device(self) && !self.is_conj() && mask.scalar_type() == at::kBool && mask.device() == self.device()) {
+        const c10::complex<double> v = value.toComplexDouble();
+        auto [re, im] = re_im(self);
+        return write_out(self, from_parts(at::where(mask, at::scalar_tensor(v.real(), re.options()), re),
+                                          at::where(mask, at::scalar_tensor(v.imag(), im.options()), im)));
+    }
     bool ok = mask.scalar_type() == at::kBool && mask.device() == self.device() && !self.is_complex() &&
               !value.isComplex() && (at::isFloatingType(self.scalar_type()) || !value.isFloatingPoint());
     if (!ok) return cpu<ATEN_OP2(masked_fill_, Scalar)>(self, mask, value);

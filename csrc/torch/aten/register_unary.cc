@@ -2,13 +2,15 @@
 // relatives, lgamma/digamma/trigamma, rounding, sign, angle) and two-argument math (atan2, hypot,
 // nextafter, gcd, lcm) on core's elementwise engine,
 // each in its functional, in-place and out= form. TensorIterator does broadcasting, type
-// promotion and the out= checks as for CPU; dtypes the engine does not compute (complex) go to
-// the visible CPU fallback.
+// promotion and the out= checks as for CPU. Complex neg, abs, exp, log, sqrt, reciprocal and angle
+// are composed from real kernels on the parts (complex_parts.h); other complex math goes to the
+// visible CPU fallback.
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
 #include "../fallback.h"
+#include "complex_parts.h"
 #include "elementwise_iter.h"
 #include "glue.h"
 
@@ -24,6 +26,7 @@ using at::TensorIterator;
 
 #define EMBER_UNARY_OP(name, kOp, make, integers)                                       \
     at::Tensor name##_fn(const at::Tensor& self) {                                      \
+        if (auto r = complex_unary(#name, self)) return *r;                             \
         at::Tensor out;                                                                 \
         auto iter = TensorIterator::make(out, self);                                    \
         if (!native_compute(iter, integers)) return cpu<ATEN_OP(name)>(self);          \
@@ -31,13 +34,19 @@ using at::TensorIterator;
         return iter.output();                                                           \
     }                                                                                   \
     at::Tensor& name##__fn(at::Tensor& self) {                                          \
+        if (!self.is_conj())                                                            \
+            if (auto r = complex_unary(#name, self); r && r->scalar_type() == self.scalar_type()) \
+                return write_out(self, *r);                                             \
         auto iter = TensorIterator::make(self, self);                                   \
         if (!native_compute(iter, integers)) return cpu<ATEN_OP(name##_)>(self);       \
         queue_unary(kOp, iter);                                                         \
         return self;                                                                    \
     }                                                                                   \
     at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                   \
-        /* complex: the CPU's own rules (abs of complex into a real out=, say) */       \
+        if (out.is_privateuseone())                                                     \
+            if (auto r = complex_unary(#name, self); r && r->scalar_type() == out.scalar_type()) \
+                return write_out(out, *r);                                              \
+        /* other complex cases: the CPU's own rules */                                  \
         if (self.is_complex() || out.is_complex()) return cpu<ATEN_OP2(name, out)>(self, out); \
         auto iter = TensorIterator::make(out, self);                                    \
         if (!native_compute(iter, integers)) return cpu<ATEN_OP2(name, out)>(self, out); \
@@ -169,8 +178,9 @@ EMBER_MATH2(gcd, BinaryOp::kGcd, binary_op, integer_native)
 EMBER_MATH2(lcm, BinaryOp::kLcm, binary_op, integer_native)
 #undef EMBER_MATH2
 
-// angle of a real tensor (integers and bool promote to float); complex goes to the CPU.
+// angle of a real tensor (integers and bool promote to float); complex: atan2(im, re).
 at::Tensor angle_fn(const at::Tensor& self) {
+    if (auto r = complex_unary("angle", self)) return *r;
     if (self.is_complex()) return cpu<ATEN_OP(angle)>(self);
     at::Tensor out;
     auto iter = TensorIterator::unary_float_op(out, self);
@@ -179,6 +189,8 @@ at::Tensor angle_fn(const at::Tensor& self) {
     return iter.output();
 }
 at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
+    if (out.is_privateuseone())
+        if (auto r = complex_unary("angle", self); r && r->scalar_type() == out.scalar_type()) return write_out(out, *r);
     if (self.is_complex() || out.is_complex()) return cpu<ATEN_OP2(angle, out)>(self, out);
     auto iter = TensorIterator::unary_float_op(out, self);
     if (!native_compute(iter, false)) return cpu<ATEN_OP2(angle, out)>(self, out);

@@ -1,0 +1,140 @@
+"""Complex tensors compute natively on ember, composed from real kernels on their (re, im) parts:
+arithmetic, abs/angle/exp/log/sqrt/sgn/reciprocal, matrix products, sums and means, where, cat,
+indexing and index_put, comparisons, forward and backward, complex64 and complex128, against
+the CPU, including C's special values (zero divisors, infinities, NaN) and lazily conjugated
+operands. A Fourier neural operator and spectrogram losses train with nothing on the CPU."""
+import copy
+
+import pytest
+import torch
+
+import torch_ember  # noqa: F401
+
+INF, NAN = float("inf"), float("nan")
+
+
+def _run(fn, args, device):
+    moved = [a.detach().to(device).requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+    out = fn(*moved)
+    grads = None
+    if out.requires_grad:
+        real = out.real if out.is_complex() else out
+        weight = torch.randn(real.shape, generator=torch.Generator().manual_seed(1), dtype=real.dtype)
+        real.mul(weight.to(device)).sum().backward()
+        grads = [None if a.grad is None else a.grad.cpu() for a in moved if isinstance(a, torch.Tensor) and a.requires_grad]
+    return out.detach().cpu(), grads
+
+
+CASES = {
+    "add_sub_alpha_broadcast": lambda a, b, c, r: torch.add(a, c[0], alpha=2) - a.conj() * 0.5,
+    "with_real_operands": lambda a, b, c, r: a + r - r * a / (r.abs() + 1) + 1.5 - 2j * a,
+    "div": lambda a, b, c, r: a / (c + 2) + 3 / (a + 4),
+    "abs_angle": lambda a, b, c, r: a.abs() * 2 + a.angle(),
+    "exp_log_sqrt": lambda a, b, c, r: a.exp() + (a + 3).log() + a.sqrt(),
+    "sgn_reciprocal": lambda a, b, c, r: a.sgn() + (a + 2).reciprocal(),
+    "mm_conj": lambda a, b, c, r: a @ b + a.conj() @ b.conj(),
+    "adjoint_products": lambda a, b, c, r: (b.mT @ a.mH).sum(0),
+    "bmm_einsum": lambda a, b, c, r: torch.einsum("bij,bjk->bik", a[None].expand(2, 3, 4), b[None].expand(2, 4, 5)),
+    "linear": lambda a, b, c, r: torch.nn.functional.linear(a, b.t()),
+    "sum_mean": lambda a, b, c, r: a.sum() + a.mean(0).sum() + a.sum(-1, keepdim=True).mean(),
+    "where_cat_index": lambda a, b, c, r: torch.cat([torch.where(a.real > 0, a, c), c[:, [0, 2]]], 1),
+    "square_complex_polar": lambda a, b, c, r: a ** 2 + torch.complex(r, r * 2) + torch.polar(r.abs(), r),
+    "spectral_loss": lambda a, b, c, r: (torch.fft.rfft(r, dim=-1).abs() - 1).square().mean(),
+    "masked_fill_index_put": lambda a, b, c, r: a.masked_fill(r > 0, 1 - 2j).index_put((torch.tensor([0, 2]),), c[0]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_complex_ops_match_cpu_forward_and_backward(name, dtype, native_only):
+    g = torch.Generator().manual_seed(0)
+    real = torch.float32 if dtype == torch.complex64 else torch.float64
+    a, c = (torch.randn(3, 4, dtype=dtype, generator=g).requires_grad_() for _ in range(2))
+    b = torch.randn(4, 5, dtype=dtype, generator=g).requires_grad_()
+    r = torch.randn(3, 4, dtype=real, generator=g).requires_grad_()
+    want, want_grads = _run(CASES[name], (a, b, c, r), "cpu")
+    got, got_grads = _run(CASES[name], (a, b, c, r), "ember")
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.complex64 else {}
+    torch.testing.assert_close(got, want, **tol)
+    for x, y in zip(got_grads or [], want_grads or []):
+        assert (x is None) == (y is None)
+        if x is not None:
+            torch.testing.assert_close(x, y, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_special_values_follow_the_cpu(dtype, native_only):
+    values = [1 + 1j, 0j, complex(INF, 0), complex(NAN, 1), complex(1e30, 1e30), complex(-0.0, -0.0), 3 + 4j,
+              complex(INF, INF), complex(-INF, 1), complex(-INF, INF), complex(1, NAN), complex(-4, 0),
+              complex(-4, -0.0), complex(0, INF), complex(NAN, INF), complex(-1e-30, 1e-30), complex(2, -0.0)]
+    a = torch.tensor(values, dtype=dtype)
+    b = a.flip(0)
+    for fn in (torch.div, torch.mul, torch.eq, torch.sub, torch.exp, torch.sqrt, torch.reciprocal, torch.log,
+               torch.abs, torch.sgn, torch.angle):
+        args = (a, b) if fn in (torch.div, torch.mul, torch.eq, torch.sub) else (a,)
+        want = fn(*args)
+        torch.testing.assert_close(fn(*[t.to("ember") for t in args]).cpu(), want, equal_nan=True)
+
+
+def test_in_place_and_out_forms(native_only):
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(4, 4, dtype=torch.complex64, generator=g) for _ in range(2))
+    for op in ("add_", "sub_", "mul_", "div_"):
+        torch.testing.assert_close(getattr(a.to("ember").clone(), op)(b.to("ember")).cpu(), getattr(a.clone(), op)(b))
+    for op in ("exp_", "neg_", "sqrt_", "reciprocal_"):
+        torch.testing.assert_close(getattr(a.to("ember").clone(), op)().cpu(), getattr(a.clone(), op)())
+    out_c = torch.empty(0, dtype=torch.complex64, device="ember")
+    out_r = torch.empty(0, device="ember")
+    torch.testing.assert_close(torch.mm(a.to("ember"), b.to("ember"), out=out_c).cpu(), a @ b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.abs(a.to("ember"), out=out_r).cpu(), a.abs())
+    out_s = torch.empty(0, dtype=torch.complex64, device="ember")
+    torch.testing.assert_close(torch.sum(a.to("ember"), 0, out=out_s).cpu(), a.sum(0))
+    with pytest.raises(RuntimeError, match="abs"):
+        a.to("ember").abs_()  # the CPU's refusal: the result is real
+
+
+def test_fourier_neural_operator_trains_eagerly_and_compiled(native_only):
+    class Spectral(torch.nn.Module):
+        def __init__(self, cin, cout, modes):
+            super().__init__()
+            self.modes = modes
+            self.w = torch.nn.Parameter(torch.randn(cin, cout, modes, dtype=torch.cfloat) / (cin * cout))
+
+        def forward(self, x):
+            xf = torch.fft.rfft(x)
+            out = torch.zeros(x.size(0), self.w.size(1), x.size(-1) // 2 + 1, dtype=torch.cfloat, device=x.device)
+            out[:, :, :self.modes] = torch.einsum("bix,iox->box", xf[:, :, :self.modes], self.w)
+            return torch.fft.irfft(out, n=x.size(-1))
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv1d(2, 8, 1), Spectral(8, 8, 6), torch.nn.GELU(), Spectral(8, 2, 6))
+    x = torch.randn(4, 2, 32)
+    net(x).square().mean().backward()
+    for run in ("eager", "compiled"):
+        torch._dynamo.reset()
+        ember_net = copy.deepcopy(net).to("ember")
+        ember_net.zero_grad()
+        fn = ember_net if run == "eager" else torch.compile(ember_net, backend="ember")
+        fn(x.to("ember")).square().mean().backward()
+        for p, q in zip(ember_net.parameters(), net.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_spectrogram_loss_matches_cpu(native_only):
+    # A multi-resolution STFT loss of audio models: magnitudes of complex spectrograms.
+    g = torch.Generator().manual_seed(0)
+    signal, target = torch.randn(2, 800, generator=g), torch.randn(2, 800, generator=g)
+
+    def loss(x, y):
+        total = 0
+        for n in (64, 128):
+            window = torch.hann_window(n, device=x.device)
+            sx = torch.stft(x, n, n // 4, window=window, return_complex=True).abs()
+            sy = torch.stft(y, n, n // 4, window=window, return_complex=True).abs()
+            total = total + (sx - sy).norm() / sy.norm() + (sx.clamp_min(1e-7).log() - sy.clamp_min(1e-7).log()).abs().mean()
+        return total
+
+    want, want_grads = _run(loss, (signal.requires_grad_(), target), "cpu")
+    got, got_grads = _run(loss, (signal, target), "ember")
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_grads[0], want_grads[0], rtol=1e-4, atol=1e-6)
