@@ -73,6 +73,17 @@ std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& 
     return from_parts(re, im.defined() ? im : at::zeros_like(re));
 }
 
+std::optional<at::Tensor> complex_mul(const at::Tensor& self, const at::Tensor& other) {
+    const auto type = binary_type(self, other);
+    if (!type) return std::nullopt;
+    auto [a, b] = prepared(self, other, *type);
+    auto [a0, a1] = re_im(a);
+    auto [b0, b1] = re_im(b);
+    if (!a1.defined()) return from_parts(a0 * b0, a0 * b1);  // real * complex
+    if (!b1.defined()) return from_parts(a0 * b0, a1 * b0);  // complex * real
+    return from_parts(a0 * b0 - a1 * b1, a0 * b1 + a1 * b0);
+}
+
 // (a + bi) / (c + di) by c10::complex's rule (the CPU's): divide through by the divisor's larger
 // part so that no square overflows, and a zero divisor gives a / 0 and b / 0 (inf or NaN).
 static at::Tensor divide_parts(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& d) {

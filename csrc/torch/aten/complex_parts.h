@@ -32,6 +32,10 @@ at::Tensor& write_out(at::Tensor& out, const at::Tensor& value);
 std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
                                       bool subtract);
 
+// self * other with a complex result: (a + bi)(c + di) = (ac - bd) + (ad + bc)i. Rotary
+// embeddings written with complex numbers (Llama 4, DeepSeek-V2) use it.
+std::optional<at::Tensor> complex_mul(const at::Tensor& self, const at::Tensor& other);
+
 // self / other with a complex result.
 std::optional<at::Tensor> complex_div(const at::Tensor& self, const at::Tensor& other);
 

@@ -106,47 +106,7 @@ EMBER_BINARY_OP(mul, BinaryOp::kMul, binary_op, true, true)
 EMBER_BINARY_OP(div, BinaryOp::kDiv, binary_float_op, false, false)
 #undef EMBER_BINARY_OP
 
-// ---- complex multiply and polar, composed from real kernels on the (re, im) views ------------
-// Rotary embeddings written with complex numbers (Llama 4, DeepSeek-V2) multiply complex
-// tensors; the elementwise engine computes real types, so the product is formed from the real
-// and imaginary parts: (a + bi)(c + di) = (ac - bd) + (ad + bc)i.
-
-// A complex product ember composes: complex64/128 with the same complex type or with a real
-// operand that does not change the result type (a Python scale factor, a real tensor).
-bool complex_pair(const at::Tensor& a, const at::Tensor& b) {
-    if (!a.is_complex() && !b.is_complex()) return false;
-    const at::Tensor& c = a.is_complex() ? a : b;
-    const auto t = c.scalar_type();
-    return (t == at::kComplexFloat || t == at::kComplexDouble) && at::result_type(a, b) == t &&
-           (a.is_privateuseone() || a.dim() == 0) && (b.is_privateuseone() || b.dim() == 0) &&
-           (a.is_privateuseone() || b.is_privateuseone());
-}
-
-at::Tensor complex_product(const at::Tensor& a_in, const at::Tensor& b_in) {
-    c10::Device dev = a_in.is_privateuseone() ? a_in.device() : b_in.device();
-    // Both operands in the result's precision first: a Python number moved to the device is no
-    // longer a wrapped number, and 0-d parts would then promote (0-d complex64 * 0.5 gave
-    // complex128).
-    const c10::ScalarType type = at::result_type(a_in, b_in), real = c10::toRealValueType(type);
-    auto prepare = [&](const at::Tensor& t) { return t.to(dev, t.is_complex() ? type : real); };
-    at::Tensor a = prepare(a_in), b = prepare(b_in);
-    auto [a0, a1] = re_im(a);
-    auto [b0, b1] = re_im(b);
-    at::Tensor re, im;
-    if (!a1.defined()) {  // real * complex
-        re = at::mul(a0, b0), im = at::mul(a0, b1);
-    } else if (!b1.defined()) {  // complex * real
-        re = at::mul(a0, b0), im = at::mul(a1, b0);
-    } else {
-        re = at::sub(at::mul(a0, b0), at::mul(a1, b1));
-        im = at::add(at::mul(a0, b1), at::mul(a1, b0));
-    }
-    if (re.sizes() != im.sizes()) {  // a broadcast real operand shaped only one part
-        auto shape = at::infer_size(re.sizes(), im.sizes());
-        re = re.expand(shape), im = im.expand(shape);
-    }
-    return at::stack({re, im}, -1);  // [..., 2], real
-}
+// ---- complex multiply and polar, composed from real kernels on the parts (complex_parts.h) ----
 
 at::Tensor mul_complex_aware(const at::Tensor& self, const at::Tensor& other);
 at::Tensor& mul_out_complex_aware(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
@@ -269,24 +229,21 @@ at::Tensor& div__complex_aware(at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor mul_complex_aware(const at::Tensor& self, const at::Tensor& other) {
-    if (!complex_pair(self, other)) return mul_tensor(self, other);
-    return at::view_as_complex(complex_product(self, other));
+    if (auto r = complex_mul(self, other)) return *r;
+    return mul_tensor(self, other);
 }
 
 at::Tensor& mul_out_complex_aware(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-    if (!complex_pair(self, other) || out.scalar_type() != at::result_type(self, other) || !out.is_privateuseone() ||
-        out.is_conj()) {
-        return mul_out(self, other, out);
-    }
-    at::Tensor prod = complex_product(self, other);
-    resize_out(out, prod.sizes().slice(0, prod.dim() - 1));
-    at::view_as_real(out).copy_(prod);
-    return out;
+    if (out.is_complex() && out.is_privateuseone())
+        if (auto r = complex_mul(self, other); r && r->scalar_type() == out.scalar_type()) return write_out(out, *r);
+    return mul_out(self, other, out);
 }
 
 at::Tensor& mul__complex_aware(at::Tensor& self, const at::Tensor& other) {
-    if (!complex_pair(self, other)) return mul__tensor(self, other);
-    return mul_out_complex_aware(self, other, self);
+    if (complex_on_device(self) && !self.is_conj())
+        if (auto r = complex_mul(self, other); r && r->scalar_type() == self.scalar_type() && r->sizes() == self.sizes())
+            return write_out(self, *r);
+    return mul__tensor(self, other);
 }
 
 // polar(abs, angle) = abs cos(angle) + i abs sin(angle)
@@ -294,10 +251,7 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
     bool ok = abs.scalar_type() == angle.scalar_type() && (abs.scalar_type() == at::kFloat || abs.scalar_type() == at::kDouble) &&
               out.scalar_type() == c10::toComplexType(abs.scalar_type()) && out.is_privateuseone() && !out.is_conj();
     if (!ok) return cpu<ATEN_OP2(polar, out)>(abs, angle, out);
-    at::Tensor parts = at::stack({at::mul(abs, at::cos(angle)), at::mul(abs, at::sin(angle))}, -1);
-    resize_out(out, parts.sizes().slice(0, parts.dim() - 1));
-    at::view_as_real(out).copy_(parts);
-    return out;
+    return write_out(out, from_parts(at::mul(abs, at::cos(angle)), at::mul(abs, at::sin(angle))));
 }
 
 // complex(real, imag) from two real tensors of one floating type.
