@@ -479,6 +479,27 @@ def test_gamma_samples_match_the_distribution(native_only):
     assert edge[:3].tolist() == [tiny] * 3 and edge[3].item() == float("inf")
 
 
+def test_poisson_samples_match_the_distribution(native_only):
+    # Mean and variance rate on both sides of the algorithm switch at 10 (product of uniforms below,
+    # transformed rejection from there), integers only, a seed repeats them.
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        rate = torch.tensor([0.0, 0.3, 3.0, 9.9, 10.0, 57.0, 1e4], dtype=dtype).repeat_interleave(40000).view(7, -1)
+        x = torch.poisson(rate.to("ember")).cpu()
+        assert x.dtype == dtype and torch.equal(x, x.round()) and (x >= 0).all()
+        r = rate[:, 0].double()
+        torch.testing.assert_close(x.double().mean(1), r, rtol=0.01, atol=0.01)
+        torch.testing.assert_close(x.double().var(1), r, rtol=0.05, atol=0.01)
+    torch.manual_seed(3)
+    first = torch.distributions.Poisson(torch.tensor([2.0, 20.0], device="ember")).sample((100,))
+    torch.manual_seed(3)
+    assert torch.equal(first.cpu(), torch.distributions.Poisson(torch.tensor([2.0, 20.0], device="ember")).sample((100,)).cpu())
+    assert torch.poisson(torch.tensor([float("inf")], device="ember")).item() == float("inf")
+    with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+        torch.poisson(torch.tensor([1.0, -1.0], device="ember")).cpu()
+    torch.ember.synchronize()
+
+
 def test_gamma_keeps_the_cpus_dtype_refusal():
     with pytest.raises(RuntimeError, match="not implemented for 'BFloat16'"):
         torch._standard_gamma(torch.ones(3, dtype=torch.bfloat16, device="ember"))

@@ -138,6 +138,18 @@ at::Tensor standard_gamma(const at::Tensor& alpha, std::optional<at::Generator> 
     });
 }
 
+// Poisson(rate) samples (torch.poisson; torch.distributions.Poisson), float32 and float64.
+at::Tensor poisson(const at::Tensor& rate, std::optional<at::Generator> generator) {
+    const auto t = rate.scalar_type();
+    if (t != at::kFloat && t != at::kDouble) return cpu<ATEN_OP(poisson)>(rate, generator);
+    at::Tensor out = at::empty(rate.sizes(), rate.options());
+    auto rng = reserve(generator, out, kernels::gamma_draws(out.numel()));
+    kernels::TensorView r = view_in(rate);
+    return queue_random(out, "poisson", [r, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
+        return kernels::poisson(v, r, rng, p);
+    });
+}
+
 // Dirichlet samples as the CPU draws them: Gamma samples in float64 (so that small
 // concentrations do not underflow to the floor), normalized along the last dim, then rounded to
 // alpha's dtype and kept inside [smallest normal, largest value below 1].
@@ -194,6 +206,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_dropout", native_dropout);
     m.impl("native_dropout_backward", native_dropout_backward);
     m.impl("_standard_gamma", standard_gamma);
+    m.impl("poisson", poisson);
     m.impl("_sample_dirichlet", sample_dirichlet);
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/random/random.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -196,6 +197,53 @@ Status fill_gamma(const TensorView& dst, const TensorView& alpha, PhiloxState rn
     return Status();
 }
 
+double sample_poisson(double rate, ElementDraws& draws) {
+    if (std::isinf(rate)) return rate;  // (the CPU's kernel converts it to the smallest int64)
+    if (rate >= 10) {  // transformed rejection with squeeze (Hormann 1993)
+        const double slam = std::sqrt(rate), loglam = std::log(rate);
+        const double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
+        const double inv_alpha = 1.1239 + 1.1328 / (b - 3.4), vr = 0.9277 - 3.6224 / (b - 2);
+        for (;;) {
+            const double u = draws.unit() - 0.5, v = draws.unit();
+            const double us = 0.5 - std::fabs(u);
+            const double k = std::floor((2 * a / us + b) * u + rate + 0.43);
+            if (us >= 0.07 && v <= vr) return k;
+            if (k < 0 || (us < 0.013 && v > us)) continue;
+            if (std::log(v) + std::log(inv_alpha) - std::log(a / (us * us) + b) <= -rate + k * loglam - std::lgamma(k + 1))
+                return k;
+        }
+    }
+    if (rate == 0) return 0;
+    const double limit = std::exp(-rate);  // count uniforms until their product falls below e^-rate
+    double product = 1, k = 0;
+    for (;;) {
+        product *= draws.unit();
+        if (product <= limit) return k;
+        k += 1;
+    }
+}
+
+template <typename T>
+Status fill_poisson(const TensorView& dst, const TensorView& rate, PhiloxState rng, runtime::ThreadPool* pool) {
+    const int64_t n = dst.numel();
+    std::atomic<bool> bad{false};
+    auto body = [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+            const double r = static_cast<double>(static_cast<const T*>(rate.data)[offset_of(rate, i)]);
+            if (!(r >= 0)) {
+                bad = true;
+                continue;
+            }
+            ElementDraws draws(rng, static_cast<uint64_t>(i));
+            static_cast<T*>(dst.data)[offset_of(dst, i)] = static_cast<T>(sample_poisson(r, draws));
+        }
+    };
+    if (pool) pool->parallel_for(n, runtime::kParallelGrain / 64, body);
+    else body(0, n);
+    if (bad) return invalid_argument("poisson: invalid Poisson rate, expected rate to be non-negative");
+    return Status();
+}
+
 }  // namespace
 
 uint64_t gamma_draws(int64_t numel) { return static_cast<uint64_t>(numel) * kGammaBlocks * 4; }
@@ -206,6 +254,14 @@ Status standard_gamma(const TensorView& dst, const TensorView& alpha, PhiloxStat
     if (dst.dtype == DType::kFloat32) return fill_gamma<float>(dst, alpha, rng, pool);
     if (dst.dtype == DType::kFloat64) return fill_gamma<double>(dst, alpha, rng, pool);
     return unimplemented("standard_gamma: float32 and float64 outputs only");
+}
+
+Status poisson(const TensorView& dst, const TensorView& rate, PhiloxState rng, runtime::ThreadPool* pool) {
+    if (dst.numel() != rate.numel() || dst.ndim != rate.ndim || dst.dtype != rate.dtype)
+        return invalid_argument("poisson: rate and the output differ in shape or dtype");
+    if (dst.dtype == DType::kFloat32) return fill_poisson<float>(dst, rate, rng, pool);
+    if (dst.dtype == DType::kFloat64) return fill_poisson<double>(dst, rate, rng, pool);
+    return unimplemented("poisson: float32 and float64 only");
 }
 
 Status randperm(const TensorView& dst, PhiloxState rng) {

@@ -44,6 +44,12 @@ Status random_integers(const TensorView& dst, int64_t from, uint64_t range, Phil
 uint64_t gamma_draws(int64_t numel);
 Status standard_gamma(const TensorView& dst, const TensorView& alpha, PhiloxState rng, runtime::ThreadPool* pool);
 
+// dst = a Poisson(rate) sample per element (float32 or float64, rate of the same dtype and
+// sizes, any strides), by PyTorch's CPU algorithms: a product of uniforms below rate 10,
+// Hormann's transformed rejection (PTRS) from 10 on. Draws as standard_gamma (gamma_draws()).
+// A negative or NaN rate is an error; an infinite rate gives inf.
+Status poisson(const TensorView& dst, const TensorView& rate, PhiloxState rng, runtime::ThreadPool* pool);
+
 // dst (1-d int64 of length n) = a uniformly random permutation of 0..n-1 by Fisher-Yates on the
 // generator's draws (uniform_draws(n) of them); serial, as the shuffle is.
 Status randperm(const TensorView& dst, PhiloxState rng);
