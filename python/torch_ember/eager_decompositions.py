@@ -218,12 +218,20 @@ _SAME_DTYPES = frozenset({"heaviside", "heaviside.out", "heaviside_"})
 _FACTORIES = frozenset({"tril_indices", "triu_indices"})
 
 
+# Ops whose decomposition serves complex64/complex128 operands: it calls only ops that ember
+# composes for complex values (complex_parts.h).
+_COMPLEX_OK = frozenset({"rsub.Tensor", "dot", "vdot"})
+
+
 def _decomposable(name: str, args, kwargs) -> bool:
     if name in _FACTORIES:
         return kwargs.get("dtype") in (None, torch.int32, torch.int64) and kwargs.get("layout") in (None, torch.strided)
     tensors = _tensors(list(args) + list(kwargs.values()), [])
-    if not tensors or any(t.is_complex() or t.device.type != "ember" for t in tensors):
+    if not tensors or any(t.device.type != "ember" for t in tensors):
         return False
+    if any(t.is_complex() for t in tensors):
+        return name in _COMPLEX_OK and all(t.dtype in (torch.complex64, torch.complex128, torch.float32, torch.float64)
+                                           for t in tensors)
     if name in _SAME_DTYPES and len({t.dtype for t in tensors}) > 1:
         return False  # the CPU's error
     if any(t.dtype in _CPU_REFUSES.get(name, ()) for t in tensors):

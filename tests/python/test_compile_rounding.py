@@ -7,6 +7,7 @@ import torch
 
 import torch_ember  # noqa: F401
 
+_G = torch.Generator().manual_seed(0)
 CASES = {
     "int32_product_wraps": (lambda x: (x * 3) < 0, torch.full((4,), 2**30, dtype=torch.int32)),
     "int32_wrap_then_widen": (lambda x: (x * 3).long(), torch.full((4,), 2**30, dtype=torch.int32)),
@@ -15,11 +16,11 @@ CASES = {
     "int8_negation_wraps": (lambda x: (-x).to(torch.int16) + 1, torch.tensor([-128, 5, 127], dtype=torch.int8)),
     "int16_product": (lambda x: (x * x + 1).float(), torch.tensor([300, -200, 7], dtype=torch.int16)),
     "half_overflows_to_inf": (lambda y: (y.half() * 1000).float(), torch.tensor([100.0, 70.0, 1.0])),
-    "bfloat16_rounding_error": (lambda y: (y.bfloat16() * 3).float() - y * 3, torch.randn(64)),
+    "bfloat16_rounding_error": (lambda y: (y.bfloat16() * 3).float() - y * 3, torch.randn(64, generator=_G)),
     "bfloat16_increment_lost": (lambda y: (y.bfloat16() + 1).float() == y, torch.tensor([256.0, 512.0, 3.0])),
-    "half_softmax_is_representable": (lambda y: y.half().softmax(0).float(), torch.randn(50)),
-    "half_scaled_sum": (lambda y: (y.half() * 1.1).float().sum(), torch.randn(1000)),
-    "bfloat16_where_fill": (lambda y: torch.where(y > 0, y.bfloat16(), 0.1).float() * 3, torch.randn(16)),
+    "half_softmax_is_representable": (lambda y: y.half().softmax(0).float(), torch.randn(50, generator=_G)),
+    "half_scaled_sum": (lambda y: (y.half() * 1.1).float().sum(), torch.randn(1000, generator=_G)),
+    "bfloat16_where_fill": (lambda y: torch.where(y > 0, y.bfloat16(), 0.1).float() * 3, torch.randn(16, generator=_G)),
 }
 
 
@@ -30,7 +31,9 @@ def test_compiled_matches_eager_bit_for_bit(name, native_only):
     want = fn(x.to("ember")).cpu()
     got = torch.compile(fn, backend="ember", fullgraph=True)(x.to("ember")).cpu()
     torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
-    torch.testing.assert_close(got, fn(x), rtol=0, atol=0, equal_nan=True)
+    # A float32 sum of many terms adds in another order on the CPU: there, float32's tolerance.
+    exact = {} if name.endswith("_sum") else dict(rtol=0, atol=0)
+    torch.testing.assert_close(got, fn(x), equal_nan=True, **exact)
 
 
 def test_bfloat16_training_step_follows_eager(native_only):
@@ -52,3 +55,24 @@ def test_bfloat16_training_step_follows_eager(native_only):
     torch.testing.assert_close(got[0], want[0], rtol=1e-3, atol=1e-3)
     for g, w in zip(got[1], want[1]):
         torch.testing.assert_close(g, w, rtol=2e-2, atol=2e-2)
+
+
+SCALAR_CASES = {
+    "add": lambda t, u: t + 0.3, "sub": lambda t, u: t - 0.7, "rsub": lambda t, u: 1.1 - t,
+    "mul": lambda t, u: t * 0.1, "div": lambda t, u: t / 0.3, "alpha": lambda t, u: torch.add(t, u, alpha=0.3),
+    "alpha_sub": lambda t, u: torch.sub(t, u, alpha=0.3), "pow": lambda t, u: t.abs() ** 1.3,
+    "chain": lambda t, u: t * 0.1 + 0.3, "int_scalar": lambda t, u: t + 3001,
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(SCALAR_CASES))
+def test_python_scalars_take_the_cpus_precision(name, dtype, native_only):
+    # add, sub, rsub, alpha and pow exponents round a Python number to the tensor's dtype first on
+    # the CPU; mul and div use it exactly. Compiled graphs do the same, bit for bit.
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    t, u = ((torch.randn(4000, generator=g) * 3).to(dtype) for _ in range(2))
+    fn = SCALAR_CASES[name]
+    got = torch.compile(fn, backend="ember", fullgraph=True)(t.to("ember"), u.to("ember")).cpu()
+    torch.testing.assert_close(got, fn(t, u), rtol=0, atol=0)

@@ -138,3 +138,47 @@ def test_spectrogram_loss_matches_cpu(native_only):
     got, got_grads = _run(loss, (signal, target), "ember")
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_grads[0], want_grads[0], rtol=1e-4, atol=1e-6)
+
+
+def test_edges_found_in_review(native_only):
+    e = "ember"
+    z = torch.tensor(1 + 2j)
+    torch.testing.assert_close(z.to(e).sum().cpu(), z.sum())  # 0-d
+    torch.testing.assert_close(z.to(e).mean().cpu(), z.mean())
+    big = torch.tensor([3e38 + 1j, -3e38 + 0j, 3e38 + 3e38j])  # |z| above float32's largest value
+    torch.testing.assert_close(big.to(e).sqrt().cpu(), big.sqrt())
+    torch.testing.assert_close(big.to(e).log().cpu(), big.log())
+    nan_im = torch.tensor([complex(0, NAN), complex(1, INF)])  # the CPU forms alpha * other as a product
+    torch.testing.assert_close((nan_im.flip(0).to(e) + nan_im.to(e)).cpu(), nan_im.flip(0) + nan_im, equal_nan=True)
+    x = torch.arange(6.0).to(torch.cfloat)[None].repeat(2, 1)  # an operand overlapping the written tensor
+    xe = x.to(e)
+    x[:, 1:].add_(x[:, :-1])
+    xe[:, 1:].add_(xe[:, :-1])
+    torch.testing.assert_close(xe.cpu(), x)
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(5, dtype=torch.cfloat, generator=g), torch.randn(5, dtype=torch.cfloat, generator=g)
+    for fn in (torch.dot, torch.vdot, lambda p, q: torch.rsub(p, q, alpha=2), lambda p, q: 1.5 - p):
+        torch.testing.assert_close(fn(a.to(e), b.to(e)).cpu(), fn(a, b))
+    i, m1, m2 = (torch.randn(*s, dtype=torch.cfloat, generator=g) for s in ((2, 3, 5), (2, 3, 4), (2, 4, 5)))
+    torch.testing.assert_close(torch.baddbmm(i.to(e), m1.to(e), m2.to(e), beta=0.5, alpha=2).cpu(),
+                               torch.baddbmm(i, m1, m2, beta=0.5, alpha=2), rtol=1e-5, atol=1e-5)
+
+
+def test_complex_linear_with_bias_trains_like_cpu(native_only):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3).to(torch.cfloat)
+    x = torch.randn(2, 4, dtype=torch.cfloat)
+    lin(x).abs().sum().backward()
+    ember_lin = copy.deepcopy(lin).to("ember")
+    ember_lin.zero_grad()
+    ember_lin(x.to("ember")).abs().sum().backward()
+    for p, q in zip(ember_lin.parameters(), lin.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_complex_errors_are_the_cpus():
+    x = torch.zeros(4, 6, dtype=torch.cfloat, device="ember")
+    with pytest.raises(RuntimeError, match=r"output with shape \[4, 6\] doesn't match the broadcast shape"):
+        x.masked_fill_(torch.ones(2, 4, 6, dtype=torch.bool, device="ember"), 3j)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.where(torch.tensor([True, False], device="ember"), torch.tensor([1j, 2j]), x[0, :2])

@@ -1,5 +1,6 @@
 #include "complex_parts.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
 #include <cmath>
@@ -60,6 +61,15 @@ at::Tensor& write_out(at::Tensor& out, const at::Tensor& value) {
     return out;
 }
 
+bool writable_in_place(const at::Tensor& self, const at::Tensor& other) {
+    if (!other.defined() || !other.has_storage() || other.dim() == 0) return true;
+    switch (at::get_overlap_status(self, other)) {
+        case at::MemOverlapStatus::No: return true;
+        case at::MemOverlapStatus::Full: return self.sizes() == other.sizes() && self.strides() == other.strides();
+        default: return false;
+    }
+}
+
 std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
                                       bool subtract) {
     const auto type = binary_type(self, other);
@@ -68,9 +78,11 @@ std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& 
     auto [a0, a1] = re_im(a);
     auto [b0, b1] = re_im(b);
     const double s = (subtract ? -1.0 : 1.0) * alpha.toDouble();
-    at::Tensor re = at::add(a0, b0, s);
-    at::Tensor im = a1.defined() && b1.defined() ? at::add(a1, b1, s) : a1.defined() ? a1 : at::mul(b1, s);
-    return from_parts(re, im.defined() ? im : at::zeros_like(re));
+    if (!a1.defined()) a1 = at::zeros_like(a0);
+    if (!b1.defined()) b1 = at::zeros_like(b0);
+    // The CPU forms alpha * other as a complex product, (s + 0i)(b0 + b1 i): an infinite or NaN
+    // part of other reaches both parts of the sum, as there.
+    return from_parts(a0 + (b0 * s - b1 * 0.0), a1 + (b1 * s + b0 * 0.0));
 }
 
 std::optional<at::Tensor> complex_mul(const at::Tensor& self, const at::Tensor& other) {
@@ -125,7 +137,13 @@ std::optional<at::Tensor> complex_unary(const char* name, const at::Tensor& self
         im = at::where(pos_inf, at::full_like(im, NAN), at::where(neg_inf, at::zeros_like(im), im));
         return from_parts(re, im);
     }
-    if (is("log")) return from_parts(at::log(at::hypot(x, y)), at::atan2(y, x));
+    if (is("log")) {  // log|z| from the parts scaled by the larger one, so |z| cannot overflow
+        at::Tensor m = at::maximum(x.abs(), y.abs());
+        at::Tensor safe = at::where(at::logical_and(m.gt(0), at::isfinite(m)), m, at::ones_like(m));
+        at::Tensor scaled = at::log(m) + 0.5 * at::log(at::square(x / safe) + at::square(y / safe));
+        at::Tensor log_abs = at::where(at::logical_and(m.gt(0), at::isfinite(m)), scaled, at::log(at::hypot(x, y)));
+        return from_parts(log_abs, at::atan2(y, x));
+    }
     if (is("sgn")) {  // z / |z|, and 0 at 0
         at::Tensor r = at::hypot(x, y);
         at::Tensor zero = r.eq(0);
@@ -135,8 +153,14 @@ std::optional<at::Tensor> complex_unary(const char* name, const at::Tensor& self
     if (is("reciprocal")) return complex_div(at::ones({}, self.options()), self);
     if (is("sqrt")) {  // the principal root without cancellation: t = sqrt((|z| + |x|) / 2) is the
                        // larger part; C's csqrt edges: sqrt(0 + iy) = 0 + iy, an infinite y gives inf + iy
+        // With the parts scaled by m = max(|x|, |y|) (finite and nonzero) nothing overflows:
+        // t = sqrt(m) sqrt((|z / m| + |x / m|) / 2).
         at::Tensor r = at::hypot(x, y);
-        at::Tensor t = at::sqrt((r + x.abs()) * 0.5);
+        at::Tensor m = at::maximum(x.abs(), y.abs());
+        at::Tensor ok = at::logical_and(m.gt(0), at::isfinite(m));
+        at::Tensor safe = at::where(ok, m, at::ones_like(m));
+        at::Tensor t = at::where(ok, at::sqrt(safe) * at::sqrt((at::hypot(x / safe, y / safe) + x.abs() / safe) * 0.5),
+                                 at::sqrt((r + x.abs()) * 0.5));
         at::Tensor pos = x.ge(0);
         at::Tensor re = at::where(pos, t, y.abs() / (t * 2)), im = at::where(pos, y / (t * 2), at::copysign(t, y));
         at::Tensor zero = r.eq(0), inf_y = at::isinf(y);
@@ -174,6 +198,7 @@ std::optional<at::Tensor> complex_equal(const at::Tensor& self, const at::Tensor
 std::optional<at::Tensor> complex_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                                          std::optional<at::ScalarType> dtype, bool mean) {
     if (!complex_on_device(self) || (dtype && *dtype != self.scalar_type()) || self.is_conj()) return std::nullopt;
+    if (self.dim() == 0) return self.clone();  // one element: its own sum and mean
     std::vector<int64_t> over;
     if (dims && !dims->empty()) {
         for (int64_t d : *dims) over.push_back(at::maybe_wrap_dim(d, self.dim()));

@@ -28,6 +28,11 @@ at::Tensor from_parts(const at::Tensor& re, const at::Tensor& im);
 // Writes `value` (complex) into `out` as an out= op does (resized; same dtype required).
 at::Tensor& write_out(at::Tensor& out, const at::Tensor& value);
 
+// Whether an in-place complex op on `self` may be computed whole and written back: `other` does
+// not share memory with self, or is self itself. A partly overlapping operand (x[:, 1:] +=
+// x[:, :-1]) takes the CPU's path, whose element order decides the result.
+bool writable_in_place(const at::Tensor& self, const at::Tensor& other);
+
 // self + alpha * other (subtract: self - alpha * other) with a complex result.
 std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
                                       bool subtract);

@@ -50,10 +50,21 @@ void check_alpha(const at::TensorIteratorBase& iter, const at::Tensor& self, con
         return iter.output();                                                                          \
     }                                                                                                  \
     at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {    \
-        if (complex_on_device(self) && !self.is_conj())                                                \
-            if (auto r = complex_add(self, other, alpha, kOp == BinaryOp::kSub);                      \
-                r && r->scalar_type() == self.scalar_type() && r->sizes() == self.sizes())            \
+        if (complex_on_device(self) && !self.is_conj()) {                                              \
+            if (!writable_in_place(self, other)) {                                                     \
+                /* an operand overlapping self: the real engine on the (re, im) views, in memory     \
+                   order as for real tensors */                                                        \
+                if (other.scalar_type() == self.scalar_type() && other.device() == self.device() &&    \
+                    !other.is_conj() && !alpha.isComplex()) {                                          \
+                    at::Tensor real = at::view_as_real(self);                                          \
+                    real.name##_(at::view_as_real(other).expand(real.sizes()), alpha);                  \
+                    return self;                                                                       \
+                }                                                                                      \
+            } else if (auto r = complex_add(self, other, alpha, kOp == BinaryOp::kSub);                \
+                       r && r->scalar_type() == self.scalar_type() && r->sizes() == self.sizes()) {    \
                 return write_out(self, *r);                                                            \
+            }                                                                                          \
+        }                                                                                              \
         auto iter = TensorIterator::binary_op(self, self, other);                                      \
         if (!native_compute(iter, true, kOp == BinaryOp::kAdd && iter.dtype(0) == at::kBool)) return cpu<ATEN_OP2(name##_, Tensor)>(self, other, alpha);    \
         check_alpha<kOp>(iter, self, other, alpha);                                                    \
@@ -222,7 +233,7 @@ at::Tensor& div_out_complex_aware(const at::Tensor& self, const at::Tensor& othe
 }
 
 at::Tensor& div__complex_aware(at::Tensor& self, const at::Tensor& other) {
-    if (complex_on_device(self) && !self.is_conj())
+    if (complex_on_device(self) && !self.is_conj() && writable_in_place(self, other))
         if (auto r = complex_div(self, other); r && r->scalar_type() == self.scalar_type() && r->sizes() == self.sizes())
             return write_out(self, *r);
     return div__tensor(self, other);
@@ -240,7 +251,7 @@ at::Tensor& mul_out_complex_aware(const at::Tensor& self, const at::Tensor& othe
 }
 
 at::Tensor& mul__complex_aware(at::Tensor& self, const at::Tensor& other) {
-    if (complex_on_device(self) && !self.is_conj())
+    if (complex_on_device(self) && !self.is_conj() && writable_in_place(self, other))
         if (auto r = complex_mul(self, other); r && r->scalar_type() == self.scalar_type() && r->sizes() == self.sizes())
             return write_out(self, *r);
     return mul__tensor(self, other);

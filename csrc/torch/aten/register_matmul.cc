@@ -147,8 +147,23 @@ at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const 
     return out;
 }
 
+// beta * input + alpha * (a @ b) for complex operands (a complex nn.Linear with a bias), from the
+// complex product and sums; complex scalars take the CPU path.
+std::optional<at::Tensor> complex_add_product(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
+                                              const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (beta.isComplex() || alpha.isComplex() || !complex_on_device(input) || input.scalar_type() != a.scalar_type())
+        return std::nullopt;
+    auto product = complex_matmul(a, b);
+    if (!product) return std::nullopt;
+    const double bv = beta.toDouble(), av = alpha.toDouble();
+    at::Tensor scaled = av == 1.0 ? *product : *complex_add(at::zeros_like(*product), *product, alpha, false);
+    if (bv == 0.0) return scaled;  // input ignored, NaN included, as in PyTorch
+    return complex_add(scaled, input.expand(scaled.sizes()), beta, false);
+}
+
 at::Tensor addmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (auto r = complex_add_product(input, a, b, beta, alpha)) return *r;
     if (!product_native(a, beta, alpha)) return cpu<ATEN_OP(addmm)>(input, a, b, beta, alpha);
     at::Tensor out = at::empty({0}, a.options());
     return add_product_out(input, a, b, beta, alpha, out, 2);
@@ -168,6 +183,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
 
 at::Tensor baddbmm(const at::Tensor& input, const at::Tensor& a, const at::Tensor& b,
                    const c10::Scalar& beta, const c10::Scalar& alpha) {
+    if (auto r = complex_add_product(input, a, b, beta, alpha)) return *r;
     if (!product_native(a, beta, alpha)) return cpu<ATEN_OP(baddbmm)>(input, a, b, beta, alpha);
     at::Tensor out = at::empty({0}, a.options());
     return add_product_out(input, a, b, beta, alpha, out, 3);

@@ -37,6 +37,10 @@ at::TensorIterator promoting_iter(at::Tensor& out, const at::Tensor& a, const at
 std::optional<at::Tensor> where_complex(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
     const c10::ScalarType rt = at::result_type(self, other);
     if (!at::isComplexType(rt) || cond.scalar_type() != at::kBool || !cond.is_privateuseone()) return std::nullopt;
+    // Operands elsewhere than the condition's device take the usual path and its device error;
+    // 0-d CPU tensors (Python numbers) are moved.
+    for (const at::Tensor* t : {&self, &other})
+        if (t->device() != cond.device() && !(t->is_cpu() && t->dim() == 0)) return std::nullopt;
     const at::Tensor a = self.to(cond.device(), rt), b = other.to(cond.device(), rt);
     if (!complex_on_device(a)) return std::nullopt;
     auto [a0, a1] = re_im(a);
@@ -162,7 +166,8 @@ at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tens
 // ---- masked_fill_: self = where(mask, value, self), value first converted to self's dtype ----
 
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
-    if (complex_on_device(self) && !self.is_conj() && mask.scalar_type() == at::kBool && mask.device() == self.device()) {
+    if (complex_on_device(self) && !self.is_conj() && mask.scalar_type() == at::kBool && mask.device() == self.device() &&
+        at::infer_size(self.sizes(), mask.sizes()) == self.sizes()) {  // (a larger mask: the CPU's error)
         const c10::complex<double> v = value.toComplexDouble();
         auto [re, im] = re_im(self);
         return write_out(self, from_parts(at::where(mask, at::scalar_tensor(v.real(), re.options()), re),

@@ -69,15 +69,27 @@ def _gelu(b, node, x, approximate="none"):
     return b.unary("gelu_tanh" if approximate == "tanh" else "gelu", x)
 
 
+def _in_dtype(value, node):
+    """A Python number as a float16/bfloat16 op takes it: the CPU's add, sub, rsub and pow kernels
+    round a scalar operand (and add's alpha) to the tensor's dtype first, while mul and div use it
+    exactly. Other dtypes and tensors pass through."""
+    dtype = meta(node).dtype
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and dtype in (torch.float16, torch.bfloat16):
+        return float(torch.tensor(value, dtype=dtype))
+    return value
+
+
 @lowers(aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar)
 def _add_sub(b, node, x, y, alpha=1):
+    y, alpha = _in_dtype(y, node), _in_dtype(alpha, node)
     if alpha != 1:
-        y = b.mul(y, alpha) if isinstance(y, Val) else y * alpha
+        y = b.mul(y, alpha) if isinstance(y, Val) else _in_dtype(y * alpha, node)
     return b.binary("add" if node.target in (aten.add.Tensor, aten.add.Scalar) else "sub", x, y)
 
 
 @lowers(aten.rsub.Scalar, aten.rsub.Tensor)
 def _rsub(b, node, x, y, alpha=1):
+    y, alpha = _in_dtype(y, node), _in_dtype(alpha, node)
     if alpha != 1:
         x = b.mul(x, alpha)
     return b.binary("sub", y, x)
@@ -92,6 +104,7 @@ def _div_mode(b, node, x, y, rounding_mode=None):
 
 @lowers(aten.pow.Tensor_Scalar)
 def _pow_scalar(b, node, x, e):
+    e = _in_dtype(e, node)
     if not meta(node).dtype.is_floating_point and e not in (1, 2):
         # The generated pow is floating; integer powers wrap on the CPU (5 ** 200 in uint8).
         raise Unsupported("pow of an integer tensor")
