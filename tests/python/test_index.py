@@ -407,3 +407,11 @@ def test_compiled_index_add_and_index_copy_check_indices_as_eagerly():
     with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 0 with size 4"):
         compiled(base.to("ember"), torch.tensor([1, -1, 3], device="ember"), rows.to("ember")).cpu()
     torch.ember.synchronize()
+
+
+def test_index_copy_into_a_0d_tensor(native_only):
+    for dtype in (torch.float32, torch.int64, torch.bool):
+        x, src = torch.tensor(3).to(dtype), torch.tensor(5).to(dtype)
+        want = x.index_copy(0, torch.tensor([0]), src)
+        torch.testing.assert_close(x.to("ember").index_copy(0, torch.tensor([0], device="ember"), src.to("ember")).cpu(),
+                                   want)

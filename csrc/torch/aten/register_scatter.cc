@@ -496,8 +496,19 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
                            at::Tensor& out) {
     bool ok = plain_dtype(self.scalar_type()) && source.scalar_type() == self.scalar_type() &&
               out.scalar_type() == self.scalar_type() && index.dim() <= 1 && index.scalar_type() == at::kLong &&
-              self.dim() > 0 && source.dim() == self.dim() && on_device(self.device(), index) &&
+              source.dim() == self.dim() && on_device(self.device(), index) &&
               on_device(self.device(), source) && on_device(self.device(), out);
+    if (ok && self.dim() == 0 && index.numel() == 1 && (dim == 0 || dim == -1)) {
+        // A 0-d self takes its one source element at index 0 (the kernel checks the index).
+        if (!out.is_same(self)) {
+            resize_out(out, {});
+            out.copy_(self);
+        }
+        at::Tensor flat = out.view({1});
+        index_copy_out(flat, 0, index.reshape({1}), source.reshape({1}), flat);
+        return out;
+    }
+    ok = ok && self.dim() > 0;
     if (ok) {
         dim = at::maybe_wrap_dim(dim, self.dim());
         ok = source.size(dim) == index.numel();
