@@ -671,6 +671,17 @@ def _rrelu_with_noise_(self, noise, lower=0.125, upper=1.0 / 3.0, training=False
     return self.copy_(_rrelu_with_noise(self, noise, lower, upper, training, generator))
 
 
+def _binary_cross_entropy(self, target, weight=None, reduction=1):
+    """torch._decomp's binary cross-entropy with the CPU kernel's range checks, run on the device
+    as CUDA's are (a probability outside [0, 1], NaN included, is reported at the next
+    synchronization instead of giving a NaN loss)."""
+    from torch._decomp import decomposition_table
+
+    torch._assert_async(((self >= 0) & (self <= 1)).all(), "all elements of input should be between 0 and 1")
+    torch._assert_async(((target >= 0) & (target <= 1)).all(), "all elements of target should be between 0 and 1")
+    return decomposition_table[torch.ops.aten.binary_cross_entropy.default](self, target, weight, reduction)
+
+
 def _with_out(fn, out_name="grad_input"):
     """The out= form of `fn` (its out tensor named `out_name`); out=None asks for the result alone,
     as the registration does first to compare dtypes."""
@@ -718,6 +729,8 @@ OWN = {
     "logspace.out": _range_out(torch.ops.aten.logspace.default), "multi_margin_loss": _multi_margin_loss,
     "is_set_to": _is_set_to, "linalg_matrix_exp": _matrix_exp,
     "rrelu_with_noise": _rrelu_with_noise, "rrelu_with_noise_": _rrelu_with_noise_,
+    "binary_cross_entropy": _binary_cross_entropy,
+    "binary_cross_entropy.out": _with_out(_binary_cross_entropy, "out"),
     "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
     "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
@@ -737,4 +750,5 @@ EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "
                         "unique_consecutive", "unique_dim", "nonzero_static",
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
-                        "linalg_matrix_exp", "rrelu_with_noise", "rrelu_with_noise_"})
+                        "linalg_matrix_exp", "rrelu_with_noise", "rrelu_with_noise_", "binary_cross_entropy",
+                        "binary_cross_entropy.out"})

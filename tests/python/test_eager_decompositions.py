@@ -331,6 +331,19 @@ def test_rrelu_matches_cpu_in_eval_and_draws_slopes_in_training(native_only):
     assert abs((z.cpu() / x)[x < 0].mean() - 0.2) < 0.01
 
 
+def test_binary_cross_entropy_checks_its_probabilities_as_the_cpu(native_only):
+    # The forgotten sigmoid: eagerly and compiled the error surfaces at the next synchronization.
+    probs, target = torch.rand(6, generator=G), torch.rand(6, generator=G)
+    _same(lambda p, t: F.binary_cross_entropy(p, t), probs, target)
+    compiled = torch.compile(lambda p, t: F.binary_cross_entropy(p, t), backend="ember", fullgraph=True)
+    for fn in (F.binary_cross_entropy, compiled):
+        for p, t, name in (([1.5, 0.5], [1.0, 1.0], "input"), ([float("nan"), 0.5], [1.0, 1.0], "input"),
+                           ([0.5, 0.5], [2.0, 0.5], "target")):
+            with pytest.raises(RuntimeError, match=f"all elements of {name} should be between 0 and 1"):
+                fn(torch.tensor(p, device="ember"), torch.tensor(t, device="ember")).cpu()
+            torch.ember.synchronize()
+
+
 def test_normal_with_tensor_mean_and_std(native_only):
     mean = torch.arange(4.0, device="ember")[:, None].expand(4, 5000)
     std = torch.tensor([0.5, 1.0, 2.0, 0.0], device="ember")[:, None]

@@ -22,10 +22,11 @@ DISAGREEING = (aten.multilabel_margin_loss_forward.default, aten.multilabel_marg
 # Ops kept whole with no lowering: the graph runs their eager kernel as a library step. Embedding
 # and NLL loss check their indices there (an index out of range raises, as eagerly), and a row
 # holding inf or NaN stays in its own outputs. index_add and index_copy refuse negative indices,
-# which their decomposition (index_put) would count from the end.
+# which their decomposition (index_put) would count from the end; binary cross-entropy checks
+# that its probabilities lie in [0, 1].
 KEPT_WHOLE = (aten.embedding.default, aten.embedding_dense_backward.default,
               aten.nll_loss_forward.default, aten.nll_loss_backward.default,
-              aten.index_add.default, aten.index_copy.default)
+              aten.index_add.default, aten.index_copy.default, aten.binary_cross_entropy.default)
 
 
 @functools.cache

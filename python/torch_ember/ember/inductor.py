@@ -7,7 +7,9 @@ and the wrapper code generators); each refuses with the fix instead.
 """
 
 _MESSAGE = ("Inductor has no code generator for ember tensors. Compile for ember with "
-            "torch.compile(model, backend='ember'), or move the model to the CPU for Inductor.")
+            "torch.compile(model, backend='ember') (Hugging Face Trainer: "
+            "TrainingArguments(torch_compile=True, torch_compile_backend='ember'); accelerate: "
+            "dynamo_backend='ember'), or move the model to the CPU for Inductor.")
 
 
 class _Refusing(type):
