@@ -185,3 +185,34 @@ def test_graphs_with_higher_order_ops_compile_in_the_foreground():
     assert recs and not any(r["background"] for r in recs)
     f(x).backward()
     torch.testing.assert_close(xe.grad.cpu(), x.grad)
+
+
+def test_dropout_draws_the_same_random_stream_as_a_foreground_compile():
+    # The backward graph traced on the thread held a dead copy of the forward's attention, whose
+    # dropout still drew random numbers: seeded runs then diverged from foreground ones.
+    import torch.nn.functional as F
+
+    def run(options):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        lin = nn.Linear(16, 16).to("ember")
+        x = torch.randn(2, 8, 16, device="ember")
+
+        def f(t):
+            q = lin(t).view(2, 8, 4, 4).transpose(1, 2)
+            return F.scaled_dot_product_attention(q, q, q, dropout_p=0.1).sum()
+
+        compiled = torch.compile(f, backend="ember", options=options)
+        torch.manual_seed(1)
+        losses = []
+        for _ in range(4):
+            loss = compiled(x)
+            loss.backward()
+            background.wait_all()
+            losses.append(loss.item())
+        return losses, torch.ember.get_rng_state()
+
+    fg_losses, fg_state = run({})
+    bg_losses, bg_state = run({"background": True})
+    assert torch.equal(bg_state, fg_state)
+    torch.testing.assert_close(bg_losses, fg_losses, rtol=1e-6, atol=1e-6)
