@@ -287,7 +287,7 @@ def _compile_static(gm, example_inputs, options, recompile_reason="", serializab
             rec.capture_ms = (t0 - mark[0]) * 1e3
             if kind == "bw" and records is not None:
                 # Traced on a thread while the caller ran eager backwards, the partitioner can
-                # leave forward nodes in the backward graph (fx.traceback's backward marker is
+                # leave forward nodes in the backward graph (fx.traceback's state is
                 # process-wide): dead, but a dropout among them would still draw random numbers.
                 fx_gm.graph.eliminate_dead_code(is_impure_node=lambda n: n.is_impure(impure_random=False))
                 fx_gm.recompile()
