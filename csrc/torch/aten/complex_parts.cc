@@ -31,6 +31,21 @@ std::pair<at::Tensor, at::Tensor> prepared(const at::Tensor& a, const at::Tensor
     return {prepare(a), prepare(b)};
 }
 
+// Both operands of a binary op with a complex result, as parts on the device: a0 + a1 i and
+// b0 + b1 i (a1 or b1 undefined for a real operand); std::nullopt when ember does not compose it.
+struct Operands {
+    at::Tensor a0, a1, b0, b1;
+};
+
+std::optional<Operands> operand_parts(const at::Tensor& self, const at::Tensor& other) {
+    const auto type = binary_type(self, other);
+    if (!type) return std::nullopt;
+    auto [a, b] = prepared(self, other, *type);
+    auto [a0, a1] = re_im(a);
+    auto [b0, b1] = re_im(b);
+    return Operands{a0, a1, b0, b1};
+}
+
 }  // namespace
 
 bool complex_on_device(const at::Tensor& t) { return complex_type(t.scalar_type()) && t.is_privateuseone(); }
@@ -72,11 +87,10 @@ bool writable_in_place(const at::Tensor& self, const at::Tensor& other) {
 
 std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
                                       bool subtract) {
-    const auto type = binary_type(self, other);
-    if (!type || alpha.isComplex()) return std::nullopt;
-    auto [a, b] = prepared(self, other, *type);
-    auto [a0, a1] = re_im(a);
-    auto [b0, b1] = re_im(b);
+    if (alpha.isComplex()) return std::nullopt;
+    auto parts = operand_parts(self, other);
+    if (!parts) return std::nullopt;
+    auto [a0, a1, b0, b1] = *parts;
     const double s = (subtract ? -1.0 : 1.0) * alpha.toDouble();
     if (!a1.defined()) a1 = at::zeros_like(a0);
     if (!b1.defined()) b1 = at::zeros_like(b0);
@@ -86,11 +100,9 @@ std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& 
 }
 
 std::optional<at::Tensor> complex_mul(const at::Tensor& self, const at::Tensor& other) {
-    const auto type = binary_type(self, other);
-    if (!type) return std::nullopt;
-    auto [a, b] = prepared(self, other, *type);
-    auto [a0, a1] = re_im(a);
-    auto [b0, b1] = re_im(b);
+    auto parts = operand_parts(self, other);
+    if (!parts) return std::nullopt;
+    auto [a0, a1, b0, b1] = *parts;
     if (!a1.defined()) return from_parts(a0 * b0, a0 * b1);  // real * complex
     if (!b1.defined()) return from_parts(a0 * b0, a1 * b0);  // complex * real
     return from_parts(a0 * b0 - a1 * b1, a0 * b1 + a1 * b0);
@@ -110,11 +122,9 @@ static at::Tensor divide_parts(const at::Tensor& a, const at::Tensor& b, const a
 }
 
 std::optional<at::Tensor> complex_div(const at::Tensor& self, const at::Tensor& other) {
-    const auto type = binary_type(self, other);
-    if (!type) return std::nullopt;
-    auto [a, b] = prepared(self, other, *type);
-    auto [a0, a1] = re_im(a);
-    auto [b0, b1] = re_im(b);
+    auto parts = operand_parts(self, other);
+    if (!parts) return std::nullopt;
+    auto [a0, a1, b0, b1] = *parts;
     if (!a1.defined()) a1 = at::zeros_like(a0);
     if (!b1.defined()) b1 = at::zeros_like(b0);
     return divide_parts(a0, a1, b0, b1);
@@ -184,11 +194,9 @@ std::optional<at::Tensor> complex_matmul(const at::Tensor& a, const at::Tensor& 
 }
 
 std::optional<at::Tensor> complex_equal(const at::Tensor& self, const at::Tensor& other, bool ne) {
-    const auto type = binary_type(self, other);
-    if (!type) return std::nullopt;
-    auto [a, b] = prepared(self, other, *type);
-    auto [a0, a1] = re_im(a);
-    auto [b0, b1] = re_im(b);
+    auto parts = operand_parts(self, other);
+    if (!parts) return std::nullopt;
+    auto [a0, a1, b0, b1] = *parts;
     // A real operand's imaginary part is 0.
     at::Tensor eq_im = a1.defined() && b1.defined() ? at::eq(a1, b1) : at::eq(a1.defined() ? a1 : b1, 0);
     at::Tensor eq = at::logical_and(at::eq(a0, b0), eq_im);

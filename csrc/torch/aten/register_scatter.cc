@@ -439,6 +439,17 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
     return self;
 }
 
+// index_add's and index_copy's shape rule: source matches self except along dim (wrapped here),
+// where it has a row per index.
+bool rows_fit(const at::Tensor& self, int64_t& dim, const at::Tensor& index, const at::Tensor& source) {
+    if (self.dim() == 0) return false;
+    dim = at::maybe_wrap_dim(dim, self.dim());
+    if (source.size(dim) != index.numel()) return false;
+    for (int64_t d = 0; d < self.dim(); ++d)
+        if (d != dim && source.size(d) != self.size(d)) return false;
+    return true;
+}
+
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                           const c10::Scalar& alpha, at::Tensor& out) {
     bool ok = plain_dtype(self.scalar_type()) && source.scalar_type() == self.scalar_type() &&
@@ -459,12 +470,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
         index_add_out(flat, 0, index, source.reshape({1}), alpha, flat);
         return out;
     }
-    ok = ok && self.dim() > 0;
-    if (ok) {
-        dim = at::maybe_wrap_dim(dim, self.dim());
-        ok = source.size(dim) == index.numel();
-        for (int64_t d = 0; ok && d < self.dim(); ++d) ok = d == dim || source.size(d) == self.size(d);
-    }
+    ok = ok && rows_fit(self, dim, index, source);
     if (!ok) return cpu<ATEN_OP2(index_add, out)>(self, dim, index, source, alpha, out);
     if (!out.is_same(self)) {
         resize_out(out, self.sizes());
@@ -508,12 +514,7 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
         index_copy_out(flat, 0, index.reshape({1}), source.reshape({1}), flat);
         return out;
     }
-    ok = ok && self.dim() > 0;
-    if (ok) {
-        dim = at::maybe_wrap_dim(dim, self.dim());
-        ok = source.size(dim) == index.numel();
-        for (int64_t d = 0; ok && d < self.dim(); ++d) ok = d == dim || source.size(d) == self.size(d);
-    }
+    ok = ok && rows_fit(self, dim, index, source);
     if (!ok) return cpu<ATEN_OP2(index_copy, out)>(self, dim, index, source, out);
     at::assert_no_internal_overlap(out);
     at::assert_no_overlap(out, index);
