@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .builder import SUPPORTED_DTYPES, Builder, Val
+from .builder import LIBRARY_OPS, SUPPORTED_DTYPES, Builder, Val
 from .errors import CompileError, Unsupported
 from .folding import evaluate, foldable_nodes
 from .lowering import LOWERINGS
@@ -75,8 +75,7 @@ def _map_args(x, env):
 # casts, library calls that store their result) need no rounding.
 _ROUNDED = (torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16, torch.int32)
 _NOT_COMPUTING = frozenset({"input", "constant", "convert_element_type", "expand", "reshape", "permute", "transpose",
-                            "slice", "squeeze", "unsqueeze", "mm", "bmm", "addmm", "scaled_dot_product_attention",
-                            "opaque"})
+                            "slice", "squeeze", "unsqueeze", "opaque"}) | LIBRARY_OPS
 
 
 def _check_result(b, node, val, first_new):
