@@ -12,6 +12,7 @@ import struct
 import torch
 
 from .resample_aa import ops as _resample_aa_ops
+from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
 from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
 
 
@@ -380,79 +381,6 @@ def _signbit(a, *, out=None):
     return a.view(bits) < 0
 
 
-def _select_sorted(self, dim, keepdim, position):
-    """(values, indices) at `position` (an int, or a tensor of positions per row) along `dim`
-    of a stable ascending sort: NaN sorts last, and ties keep their order, which is the index
-    the CPU's median reports."""
-    if self.dim() == 0:
-        return self.clone(), torch.zeros((), dtype=torch.long, device=self.device)
-    ordered = torch.sort(self, dim=dim, stable=True)
-    if isinstance(position, int):
-        # Copies: an op that is not a view returns tensors of their own, not views of the sort's.
-        values, indices = ordered.values.select(dim, position).clone(), ordered.indices.select(dim, position).clone()
-    else:
-        pos = position.unsqueeze(dim)
-        values = ordered.values.gather(dim, pos).squeeze(dim)
-        indices = ordered.indices.gather(dim, pos).squeeze(dim)
-    if keepdim:
-        values, indices = values.unsqueeze(dim), indices.unsqueeze(dim)
-    return values, indices
-
-
-def _reducible(self, dim):
-    return self.dtype != torch.bool and self.numel() > 0 and (self.dim() == 0 or self.size(dim) > 0)
-
-
-def _median_dim(self, dim, keepdim=False):
-    """torch.median along a dim: the lower middle of each row, NaN (at its first index) in a
-    row holding one."""
-    if not _reducible(self, dim):
-        return NotImplemented  # the CPU's error
-    n = self.size(dim) if self.dim() else 1
-    values, indices = _select_sorted(self, dim, keepdim, (n - 1) // 2)
-    if self.is_floating_point() and self.dim():
-        nan = torch.isnan(self)
-        first_nan = nan.to(torch.uint8).argmax(dim, keepdim=keepdim)
-        has_nan = nan.any(dim, keepdim=keepdim)
-        values = torch.where(has_nan, torch.full_like(values, float("nan")), values)
-        indices = torch.where(has_nan, first_nan, indices)
-    return values, indices
-
-
-def _nanmedian_dim(self, dim, keepdim=False):
-    """torch.nanmedian along a dim: the lower middle of each row's values that are not NaN
-    (NaN sorts after them); NaN at index 0 for a row of NaN only."""
-    if not self.is_floating_point():
-        return _median_dim(self, dim, keepdim)
-    if not _reducible(self, dim):
-        return NotImplemented
-    if self.dim() == 0:
-        return _select_sorted(self, dim, keepdim, 0)
-    count = (~torch.isnan(self)).sum(dim)
-    return _select_sorted(self, dim, keepdim, (count - 1).clamp(min=0) // 2)
-
-
-def _kthvalue(self, k, dim=-1, keepdim=False):
-    """torch.kthvalue: the k-th smallest of each row (NaN counts as the largest). Among equal
-    values the index is the first in sorted order, one of those the CPU may report."""
-    n = self.size(dim) if self.dim() else 1
-    if not _reducible(self, dim) or not 1 <= k <= n:
-        return NotImplemented
-    return _select_sorted(self, dim, keepdim, k - 1)
-
-
-def _median(self):
-    """torch.median of all elements: the median of the flattened tensor along its one dim."""
-    r = _median_dim(self.reshape(-1), 0)
-    return r if r is NotImplemented else r[0]
-
-
-def _nanmedian(self):
-    """torch.nanmedian of all elements, likewise."""
-    r = _nanmedian_dim(self.reshape(-1), 0)
-    return r if r is NotImplemented else r[0]
-
-
 def _with_outs(fn):
     """The values=/indices= form of a (values, indices) op; the CPU decides any out of
     another dtype than the result's."""
@@ -722,6 +650,7 @@ OWN = {
     "median.dim": _median_dim, "median.dim_values": _with_outs(_median_dim),
     "nanmedian.dim": _nanmedian_dim, "nanmedian.dim_values": _with_outs(_nanmedian_dim),
     "kthvalue": _kthvalue, "kthvalue.values": _with_outs(_kthvalue),
+    "mode": _mode, "mode.values": _with_outs(_mode),
     "cauchy_": _cauchy_, "log_normal_": _log_normal_, "geometric_": _geometric_,
     "addbmm": _addbmm, "addbmm.out": _with_out(_addbmm, "out"),
     "upsample_bicubic2d_backward": _upsample_bicubic2d_backward,

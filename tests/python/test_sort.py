@@ -1,5 +1,6 @@
-"""Native sort, argsort, topk, flip and roll match PyTorch CPU: any dim, stable order for ties,
-NaN placement, k = 0 and k = n, and CPU's errors."""
+"""Native sort, argsort, topk, flip and roll, and median/kthvalue/mode composed from the sort,
+match PyTorch CPU: any dim, stable order for ties, NaN placement, k = 0 and k = n, and CPU's
+errors."""
 import pytest
 import torch
 import torch_ember
@@ -131,3 +132,30 @@ def test_median_kthvalue_gradients_outs_errors_and_compile(native_only):
                       backend="ember")
     torch.testing.assert_close(f(xe.detach()).cpu(), x.median(1).values * 2 + x.nanmedian(1).values
                                + x.kthvalue(2, 1).values)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool])
+def test_mode_matches_cpu(dtype, native_only):
+    # Values in 0..3 so every row has ties in count; rows of at most 16 elements, which the CPU
+    # sorts stably too (so its index, the last holding the mode, is well defined).
+    x = torch.randint(0, 4, (6, 11), generator=torch.Generator().manual_seed(1)).to(dtype)
+    for dim, keepdim in [(1, False), (0, True), (-1, True)]:
+        expected, got = torch.mode(x, dim, keepdim), torch.mode(x.to("ember"), dim, keepdim)
+        assert torch.equal(got.values.cpu(), expected.values)
+        assert torch.equal(got.indices.cpu(), expected.indices)
+    assert torch.equal(torch.mode(torch.tensor(2.0, device="ember")).values.cpu(), torch.tensor(2.0))
+
+
+def test_mode_gradients_outs_errors_and_compile(native_only):
+    x = torch.randint(0, 3, (5, 9)).float()
+    xe, xc = x.to("ember").requires_grad_(), x.clone().requires_grad_()
+    for a in (xe, xc):
+        torch.mode(a, 1).values.mul(torch.arange(5.0, device=a.device)).sum().backward()
+    torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+    values, indices = torch.empty(0, device="ember"), torch.empty(0, dtype=torch.long, device="ember")
+    torch.mode(xe.detach(), 0, out=(values, indices))
+    assert torch.equal(values.cpu(), torch.mode(x, 0).values) and torch.equal(indices.cpu(), torch.mode(x, 0).indices)
+    with pytest.raises(IndexError, match="non-zero size"):
+        torch.mode(torch.empty(2, 0, device="ember"), 1)
+    f = torch.compile(lambda a: torch.mode(a, 1).values * 2, backend="ember")
+    torch.testing.assert_close(f(xe.detach()).cpu(), torch.mode(x, 1).values * 2)

@@ -10,7 +10,6 @@
 
 #include "kernels/index/reorder.h"
 #include "kernels/sort/sort.h"
-#include "../fallback.h"
 #include "glue.h"
 
 namespace ember::torch_glue {
@@ -120,9 +119,6 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntA
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-    // mode's out= form is a composite that refuses every device but CPU, CUDA and XPU before it
-    // would reach the fallback: route it to the CPU path explicitly.
-    m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&ember_cpu_fallback>());
     m.impl("sort.values_stable", sort_out);
     m.impl("topk.values", topk_out);
     m.impl("flip", flip);
