@@ -12,6 +12,7 @@ import struct
 import torch
 
 from .resample_aa import ops as _resample_aa_ops
+from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
 from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
 
@@ -371,29 +372,20 @@ def _nan_ignoring(pick):
     return run
 
 
-def _signbit(a, *, out=None):
-    """The sign bit itself, so -0.0 and a negative NaN count as negative, as on the CPU."""
-    if a.dtype == torch.bool or a.dtype == torch.uint8:
-        return torch.zeros(a.shape, dtype=torch.bool, device=a.device)
-    if not a.dtype.is_floating_point:
-        return a < 0
-    bits = {torch.float64: torch.int64, torch.float32: torch.int32}.get(a.dtype, torch.int16)
-    return a.view(bits) < 0
-
-
-def _with_outs(fn):
-    """The values=/indices= form of a (values, indices) op; the CPU decides any out of
-    another dtype than the result's."""
-    def run(*args, values=None, indices=None, **kwargs):
+def _with_outs(fn, names=("values", "indices")):
+    """The out= form of an op with two results (values=/indices=, mantissa=/exponent=); the CPU
+    decides any out of another dtype than the result's."""
+    def run(*args, **kwargs):
+        outs = [kwargs.pop(n, None) for n in names]
         r = fn(*args, **kwargs)
-        if r is NotImplemented or values is None:
+        if r is NotImplemented or outs[0] is None:
             return r
-        if values.dtype != r[0].dtype or indices.dtype != r[1].dtype:
+        if any(o.dtype != res.dtype for o, res in zip(outs, r)):
             return NotImplemented
-        for out, res in zip((values, indices), r):
+        for out, res in zip(outs, r):
             out.resize_(res.shape)
             out.copy_(res)
-        return values, indices
+        return tuple(outs)
     return run
 
 
@@ -646,6 +638,8 @@ OWN = {
     "fmax": _nan_ignoring(torch.maximum), "fmax.out": _nan_ignoring(torch.maximum),
     "fmin": _nan_ignoring(torch.minimum), "fmin.out": _nan_ignoring(torch.minimum),
     "signbit": _signbit, "signbit.out": _signbit,
+    "frexp.Tensor": _frexp, "frexp.Tensor_out": _with_outs(_frexp, ("mantissa", "exponent")),
+    "ldexp.Tensor": _ldexp, "ldexp.out": _with_out(_ldexp, "out"), "ldexp_": _ldexp_,
     "median": _median, "nanmedian": _nanmedian,
     "median.dim": _median_dim, "median.dim_values": _with_outs(_median_dim),
     "nanmedian.dim": _nanmedian_dim, "nanmedian.dim_values": _with_outs(_nanmedian_dim),

@@ -97,7 +97,8 @@ OPS = (
     "normal.float_Tensor", "max_pool3d_with_indices_backward", "max_pool3d_with_indices_backward.grad_input",
     "adaptive_max_pool3d_backward", "adaptive_max_pool3d_backward.grad_input", "put_", "median", "nanmedian",
     "median.dim", "median.dim_values", "nanmedian.dim", "nanmedian.dim_values", "kthvalue", "kthvalue.values",
-    "mode", "mode.values", "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
+    "mode", "mode.values", "frexp.Tensor", "frexp.Tensor_out", "ldexp.Tensor", "ldexp.out", "ldexp_",
+    "replication_pad1d_backward", "replication_pad1d_backward.grad_input",
     "replication_pad2d_backward", "replication_pad2d_backward.grad_input",
     "replication_pad3d_backward", "replication_pad3d_backward.grad_input",
     "softshrink_backward", "softshrink_backward.grad_input",
@@ -122,7 +123,7 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "repeat_interleave.Tensor", "bucketize.Tensor",
                         "bucketize.Tensor_out", "searchsorted.Tensor", "searchsorted.Tensor_out", "put_", "median",
                         "nanmedian", "median.dim", "median.dim_values", "nanmedian.dim", "nanmedian.dim_values",
-                        "kthvalue", "kthvalue.values", "mode", "mode.values", "geometric_", "is_set_to",
+                        "kthvalue", "kthvalue.values", "mode", "mode.values", "geometric_", "ldexp.Tensor", "ldexp.out", "ldexp_", "is_set_to",
                         # integer and bool inputs promote or keep their dtype exactly as on CPU
                         "copysign.Tensor", "copysign.out", "copysign_.Tensor", "fmax", "fmax.out", "fmin",
                         "fmin.out", "heaviside", "heaviside.out", "heaviside_", "nan_to_num.out", "sinc",
@@ -352,7 +353,7 @@ def _functional_decomposition(base: str):
 
 
 # In-place ops whose tensor operands broadcast against self.
-_BROADCASTING_IN_PLACE = frozenset({"heaviside_", "xlogy_", "copysign_"})
+_BROADCASTING_IN_PLACE = frozenset({"heaviside_", "xlogy_", "copysign_", "ldexp_"})
 
 
 def _broadcast_fits(base: str, args) -> bool:

@@ -286,6 +286,15 @@ def test_unfold_and_fold(cfg, batched, native_only):
         fwd_bwd(lambda t: F.fold(t, (7, 6), **cfg), cols, dtype)
 
 
+def test_unfold_of_bool_and_fold_of_an_empty_batch(native_only):
+    mask = torch.randn(2, 1, 5, 6, generator=torch.Generator().manual_seed(3)) > 0
+    assert torch.equal(F.unfold(mask.to("ember"), 3, padding=1).cpu(), F.unfold(mask, 3, padding=1))
+    cols = torch.randn(0, 18, 6)
+    torch.testing.assert_close(F.fold(cols.to("ember"), (5, 6), (3, 2), stride=2).cpu(),
+                               F.fold(cols, (5, 6), (3, 2), stride=2))
+    assert F.unfold(torch.randn(0, 2, 4, 4, device="ember"), 2).shape == (0, 8, 9)
+
+
 def test_fold_errors_match_cpu():
     cols = torch.randn(1, 9, 10)
     for device in ("cpu", "ember"):

@@ -448,3 +448,4 @@ def test_bucketize_of_a_0d_input(compiled, native_only):
         got = run(v.to("ember"), b.to("ember"))
         assert got.shape == () and got.dtype == torch.int64
         torch.testing.assert_close(got.cpu(), f(v, b))
+

@@ -145,13 +145,20 @@ Blocks blocks(at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef 
     return b;
 }
 
-bool fold_native(const at::Tensor& t) {
-    return t.is_privateuseone() && at::isFloatingType(t.scalar_type()) && has_dtype(t.scalar_type());
+// im2col copies (bool too, as the CPU's does); col2im adds, so floating types only. A zero
+// batch runs here; any other zero dim is the CPU kernel's error.
+bool fold_native(const at::Tensor& t, bool copies_only) {
+    const at::ScalarType s = t.scalar_type();
+    const int64_t batched_rank = copies_only ? 4 : 3;  // (N, C, H, W) images, (N, C*kh*kw, L) columns
+    bool dims_ok = t.dim() > 1;
+    for (int64_t d = t.dim() == batched_rank ? 1 : 0; d < t.dim(); ++d) dims_ok = dims_ok && t.size(d) > 0;
+    return t.is_privateuseone() && dims_ok && has_dtype(s) &&
+           (at::isFloatingType(s) || (copies_only && s == at::kBool));
 }
 
 at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
                   at::IntArrayRef stride) {
-    if (!fold_native(self) || (self.dim() != 3 && self.dim() != 4) || self.numel() == 0)
+    if (!fold_native(self, true) || (self.dim() != 3 && self.dim() != 4))
         return cpu<ATEN_OP(im2col)>(self, kernel, dilation, padding, stride);
     at::Tensor x = self.dim() == 3 ? self.unsqueeze(0) : self;
     const int64_t n = x.size(0), c = x.size(1);
@@ -166,7 +173,7 @@ at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRe
 
 at::Tensor col2im(const at::Tensor& self, at::IntArrayRef output_size, at::IntArrayRef kernel, at::IntArrayRef dilation,
                   at::IntArrayRef padding, at::IntArrayRef stride) {
-    if (!fold_native(self) || (self.dim() != 2 && self.dim() != 3) || self.numel() == 0 || output_size.size() != 2)
+    if (!fold_native(self, false) || (self.dim() != 2 && self.dim() != 3) || output_size.size() != 2)
         return cpu<ATEN_OP(col2im)>(self, output_size, kernel, dilation, padding, stride);
     at::Tensor cols = self.dim() == 2 ? self.unsqueeze(0) : self;
     const int64_t h = output_size[0], w = output_size[1];

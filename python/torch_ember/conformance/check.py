@@ -277,7 +277,7 @@ def _on_ember(tree) -> bool:
 TIE_ORDER_OPS = {"sort", "argsort", "topk"}
 # Reductions to one element per row that also return its index: among equal values (a tie,
 # or NaN) which index is reported is the kernel's choice. Value: the position of dim in args.
-REDUCED_TIE_OPS = {"kthvalue": 1, "median": 0, "nanmedian": 0}
+REDUCED_TIE_OPS = {"kthvalue": 1, "median": 0, "nanmedian": 0, "mode": 0}
 
 
 def _arg(sample, name, pos, default):
@@ -295,7 +295,7 @@ def _same_selection(op, sample, actual, expected) -> bool:
     dim_pos = REDUCED_TIE_OPS[op.name] if reduced else (1 if op.name == "topk" else 0)  # topk(k, dim), sort(dim)
     dim = _arg(sample, "dim", dim_pos, -1)
     if reduced:
-        if op.name != "kthvalue" and len(sample.args) <= dim_pos and "dim" not in sample.kwargs:
+        if op.name in ("median", "nanmedian") and len(sample.args) <= dim_pos and "dim" not in sample.kwargs:
             return False  # median of all elements: one index, no tie to speak of
         dim = dim % x.dim()
         keepdim = _arg(sample, "keepdim", dim_pos + 1, False)
