@@ -110,6 +110,9 @@ void run_graph(const CompiledGraph& g, const std::vector<at::Tensor>& inputs, co
         const at::Tensor& t = inputs[i];
         TORCH_CHECK(t.defined() && t.device() == *device, "ember compiled graph: input ", i, " is on ", t.device(),
                     ", expected ", *device);
+        // Generated code reads memory: a lazy negation or conjugation bit would be lost.
+        TORCH_CHECK(!t.is_neg() && !t.is_conj(), "ember compiled graph: input ", i,
+                    " is a lazily negated or conjugated view; resolve it first (resolve_neg/resolve_conj)");
         in[i] = t.data_ptr();
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
