@@ -59,7 +59,7 @@ def test_assert_async_returns_and_synchronize_raises():
         pytest.param(lambda t: torch.ember.current_stream().synchronize(), id="stream.synchronize"),
         pytest.param(lambda t: torch.accelerator.synchronize(), id="accelerator.synchronize"),
         # An op with no ember kernel: the fallback copies inputs to the host, which synchronizes.
-        pytest.param(lambda t: torch.frexp(t.float()).mantissa, id="fallback-op"),
+        pytest.param(lambda t: torch.nextafter(t.bfloat16(), t.bfloat16()), id="fallback-op"),
     ],
 )
 def test_queued_error_surfaces_at_the_next_synchronizing_call(sync):

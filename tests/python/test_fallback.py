@@ -78,7 +78,7 @@ _CHILD = textwrap.dedent("""
         try:
             c = torch.nextafter(a, b)  # the bfloat16 after 1 (ember computes float32/64 only)
             c = torch.nextafter(c, a)  # 1 again
-            torch.frexp(b.float())
+            torch.histc(b, 4)  # bfloat16 bins
             torch_ember.reset_fallback_stats()
             torch.nextafter(c, c)  # warned already: a reset does not re-arm it
             out["result"] = c.cpu().tolist()[:2]
@@ -91,7 +91,7 @@ _CHILD = textwrap.dedent("""
 
 # Ops with no ember kernel that no other test uses (the warn-once set is per process).
 _NEXTAFTER = "aten::nextafter"
-_ANGLE = "aten::frexp.Tensor_out"
+_HISTC = "aten::histc.out"
 
 # Three interpreters on few cores: an unknown value (which means 'warn', the default) checks
 # the warn-once behaviour as well.
@@ -123,7 +123,7 @@ def test_warns_exactly_once_per_op(children):
     assert child["mode"] == "warn"
     assert child["result"] == [1.0, 1.0]
     assert len(_op_warnings(child, _NEXTAFTER)) == 1
-    assert len(_op_warnings(child, _ANGLE)) == 1
+    assert len(_op_warnings(child, _HISTC)) == 1
     msg = _op_warnings(child, _NEXTAFTER)[0]
     assert "runs on the CPU" in msg and "fallback_report" in msg and "EMBER_FALLBACK" in msg
     assert child["report"][_NEXTAFTER]["calls"] == 1  # counted after the reset
@@ -163,18 +163,19 @@ def _ember_warnings_from(child):
 
 def test_warns_once_in_process():
     # An op no other test uses: the warn-once set is per process and survives resets.
-    x = _e(torch.linspace(0.1, 2.0, 7))
+    x, scale, zero = _e(torch.linspace(0.1, 2.0, 7)), _e(torch.tensor([0.1])), _e(torch.tensor([3.0]))
+    quantize = torch._fake_quantize_learnable_per_tensor_affine
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        y = torch.frexp(x).mantissa
+        y = quantize(x, scale, zero, 0, 255)
     msgs = _ember_warnings(rec)
-    assert len(msgs) == 1 and "aten::frexp.Tensor_out" in msgs[0]
-    torch.testing.assert_close(y.cpu(), torch.frexp(x.cpu()).mantissa)
+    assert len(msgs) == 1 and "aten::_fake_quantize_learnable_per_tensor_affine" in msgs[0]
+    torch.testing.assert_close(y.cpu(), quantize(x.cpu(), scale.cpu(), zero.cpu(), 0, 255))
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        torch.frexp(x)
+        quantize(x, scale, zero, 0, 255)
         torch_ember.reset_fallback_stats()
-        torch.frexp(x)
+        quantize(x, scale, zero, 0, 255)
     assert _ember_warnings(rec) == []
 
 
