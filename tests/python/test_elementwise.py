@@ -294,6 +294,18 @@ def test_clamp(dtype, bounds):
     same_outcome(lambda t: t.clone().clamp_(lo, hi), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.bool])
+def test_clamp_of_integers_by_float_bounds_promotes_natively(dtype, native_only):
+    x = sample((20,), dtype)
+    for lo, hi in [(0.5, 1.5), (None, 1.5), (-0.5, None)]:
+        expected, got = torch.clamp(x, lo, hi), torch.clamp(x.to("ember"), lo, hi)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got.cpu(), expected)
+        out = torch.empty(0, device="ember")
+        torch.clamp(x.to("ember"), lo, hi, out=out)
+        torch.testing.assert_close(out.cpu(), expected)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_isinf_family(dtype, native_only):
     y = torch.tensor([1.0, float("inf"), -float("inf"), float("nan")]).to(dtype)

@@ -569,6 +569,11 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& 
     at::ScalarType rt = self.scalar_type();
     if (min) rt = at::result_type(scalar_tensor(*min), at::empty({0}, self.options().dtype(rt)));
     if (max) rt = at::result_type(scalar_tensor(*max), at::empty({0}, self.options().dtype(rt)));
+    // An integer or bool tensor clamped by floating bounds: the CPU computes in the promoted
+    // dtype, so the tensor is converted first.
+    if ((min || max) && rt != self.scalar_type() && at::isFloatingType(rt) && out.scalar_type() == rt &&
+        !at::isComplexType(self.scalar_type()) && has_dtype(rt))
+        return clamp_out(self.to(rt), min, max, out);
     bool ok = (min || max) && rt == self.scalar_type() && out.scalar_type() == rt && rt != at::kBool &&
               !at::isComplexType(rt) && (!min || !min->isComplex()) && (!max || !max->isComplex());
     if (!ok) return cpu<ATEN_OP2(clamp, out)>(self, min, max, out);
@@ -594,7 +599,10 @@ at::Tensor clamp_fn(const at::Tensor& self, const std::optional<c10::Scalar>& mi
     at::ScalarType rt = self.scalar_type();
     if (min) rt = at::result_type(scalar_tensor(*min), at::empty({0}, self.options().dtype(rt)));
     if (max) rt = at::result_type(scalar_tensor(*max), at::empty({0}, self.options().dtype(rt)));
-    if (rt != self.scalar_type()) return cpu<ATEN_OP(clamp)>(self, min, max);
+    if (rt != self.scalar_type()) {
+        if (!at::isFloatingType(rt) || !has_dtype(rt)) return cpu<ATEN_OP(clamp)>(self, min, max);
+        out = at::empty({0}, self.options().dtype(rt));
+    }
     return clamp_out(self, min, max, out);
 }
 
