@@ -255,6 +255,16 @@ def test_cauchy_log_normal_and_geometric_fills_are_native(native_only):
     torch.testing.assert_close(torch.empty(n, device="ember").cauchy_(1.0, 2.0, generator=g).cpu(), c)
 
 
+def test_complex_normal_draws_half_the_variance_per_part(native_only):
+    # As on the CPU: torch.randn(cfloat) has E|z|^2 = 1, each part variance 1/2.
+    z = torch.randn(200_000, dtype=torch.cfloat, device="ember").cpu()
+    for part in (z.real, z.imag):
+        assert abs(part.mean().item()) < 0.01 and abs(part.var().item() - 0.5) < 0.01
+    w = torch.empty(100_000, dtype=torch.cdouble, device="ember").normal_(2.0, 3.0).cpu()
+    for part in (w.real, w.imag):
+        assert abs(part.mean().item() - 2.0) < 0.03 and abs(part.var().item() - 4.5) < 0.1
+
+
 def test_cauchy_and_geometric_keep_the_cpus_errors():
     with pytest.raises(RuntimeError, match="continuous probability distribution"):
         torch.empty(3, dtype=torch.int64, device="ember").cauchy_()

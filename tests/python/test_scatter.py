@@ -25,6 +25,8 @@ def test_scatter_family(dtype, dim, native_only):
         for reduce in ("sum", "prod", "amax", "amin"):
             same_outcome(lambda a, i, s: a.scatter_reduce(dim, i, s, reduce), x, idx, src)
         same_outcome(lambda a, i, s: a.clone().scatter_(dim, i, s, reduce="add"), x, idx, src)
+        for reduce in ("add", "multiply"):  # a scalar source with a reduction
+            same_outcome(lambda a, i: a.clone().scatter_(dim, i, 2, reduce=reduce), x, idx)
 
 
 def test_scatter_add_with_duplicates_is_deterministic(native_only):

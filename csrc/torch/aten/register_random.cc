@@ -62,6 +62,13 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
+    if (self.is_complex() && !self.is_conj() && has_dtype(c10::toRealValueType(self.scalar_type()))) {
+        // As on the CPU: real and imaginary parts each get half the variance (torch.randn(cfloat)).
+        TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+        at::Tensor parts = at::view_as_real(self);
+        normal_(parts, mean, std / std::sqrt(2.0), generator);
+        return self;
+    }
     if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(normal_)>(self, mean, std, generator);
     TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
     auto rng = reserve(generator, self, kernels::normal_draws(self.numel()));

@@ -90,6 +90,14 @@ at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Te
     return scatter_impl(self, dim, index, src, *r, out);
 }
 
+at::Tensor& scatter_value_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                     const c10::Scalar& value, c10::string_view reduce, at::Tensor& out) {
+    auto r = reduce_of(reduce, false);
+    if (!r || !native_scatter(self, index, nullptr, out))
+        return cpu<ATEN_OP2(scatter, value_reduce_out)>(self, dim, index, value, reduce, out);
+    return scatter_impl(self, dim, index, scalar_on_device(value, self), *r, out);
+}
+
 at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             at::Tensor& out) {
     if (!native_scatter(self, index, &src, out)) return cpu<ATEN_OP2(scatter_add, out)>(self, dim, index, src, out);
@@ -550,6 +558,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("scatter.src_out", scatter_src_out);
     m.impl("scatter.value_out", scatter_value_out);
     m.impl("scatter.reduce_out", scatter_reduce_out);
+    m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
     m.impl("scatter_add.out", scatter_add_out);
     m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
     m.impl("nonzero", nonzero_fn);
