@@ -43,6 +43,11 @@ CASES = {
     "var_of_empty": lambda d: torch.ones(0, device=d).var(),
     "std_over_an_empty_dim": lambda d: torch.ones(0, 5, device=d).std(0, keepdim=True),
     "var_mean_of_empty": lambda d: torch.stack(torch.var_mean(torch.ones(0, 5, device=d), 0)),
+    "norm_over_an_empty_dim": lambda d: torch.zeros(3, 0, device=d).norm(dim=-1),
+    "vector_norm_of_empty": lambda d: torch.linalg.vector_norm(torch.zeros(2, 0, 4, device=d), 0.5, (1, 2), True),
+    "norm_keeping_an_empty_dim": lambda d: torch.linalg.vector_norm(torch.zeros(0, 3, device=d), 3, 1),
+    "scatter_scalar_with_reduce": lambda d: torch.ones(3, 5, device=d).scatter_(
+        0, torch.tensor([[0, 1, 2, 0, 1]], device=d), 2.0, reduce="multiply"),
 }
 
 
@@ -55,10 +60,11 @@ def test_matches_cpu_natively(name, native_only):
 
 @pytest.mark.parametrize("fn", [
     lambda d: torch.ones(0, 5, device=d).amax(0),  # a reduced dim of size 0
+    lambda d: torch.linalg.vector_norm(torch.zeros(3, 0, device=d), float("inf"), -1),
     lambda d: F.avg_pool2d(torch.ones(2, 0, 8, 8, device=d), 2),  # empty channels
     lambda d: torch.gather(torch.randn(5, 3, device=d), 0, torch.zeros(2, dtype=torch.long, device=d)),
     lambda d: torch.tensor(3.0, device=d).index_select(0, torch.tensor([0, 0], device=d)),
-], ids=["amax_over_empty_dim", "pool_empty_channels", "gather_rank_mismatch", "index_select_0d_two_indices"])
+], ids=["amax_over_empty_dim", "inf_norm_over_empty_dim", "pool_empty_channels", "gather_rank_mismatch", "index_select_0d_two_indices"])
 def test_errors_stay_the_cpus(fn):
     with pytest.raises((RuntimeError, IndexError)) as cpu:
         fn("cpu")
@@ -70,6 +76,18 @@ def test_empty_batch_pooling_backward(native_only):
     x = torch.ones(0, 3, 8, 8, device="ember", requires_grad=True)
     (F.avg_pool2d(x, 2).sum() + F.max_pool2d(x, 2).sum() + F.adaptive_avg_pool2d(x, 3).sum()).backward()
     assert x.grad.shape == x.shape
+
+
+def test_layer_norm_of_no_rows_backward(native_only):
+    grads = []
+    for d in ("cpu", "ember"):
+        norm = torch.nn.LayerNorm(4).to(d)
+        x = torch.ones(0, 4, device=d, requires_grad=True)
+        norm(x).sum().backward()
+        grads.append([x.grad, norm.weight.grad, norm.bias.grad])
+    for want, got in zip(*grads):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want)
 
 
 def test_no_degrees_of_freedom_warns_as_on_cpu(native_only):

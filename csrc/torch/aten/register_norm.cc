@@ -156,11 +156,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 3> mask) {
     at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
-    bool ok = float_type(input) && grad_out.scalar_type() == input.scalar_type() && input.numel() > 0 &&
+    bool ok = float_type(input) && grad_out.scalar_type() == input.scalar_type() &&
               params_ok(input, weight) && params_ok(input, bias) && on_device(input.device(), grad_out) &&
               on_device(input.device(), mean) && on_device(input.device(), rstd) && on_device(input.device(), weight);
     if (!ok) {
         return cpu_symint<ATEN_OP(native_layer_norm_backward)>(grad_out, input, shape_sym, mean, rstd, weight, bias, mask);
+    }
+    if (input.numel() == 0) {  // no rows: nothing flows back, parameters get zero gradients
+        auto zeros_if = [](bool wanted, const std::optional<at::Tensor>& p) {
+            return wanted && p && p->defined() ? at::zeros_like(*p) : at::Tensor();
+        };
+        return {mask[0] ? at::empty_like(input) : at::Tensor(), zeros_if(mask[1], weight), zeros_if(mask[2], bias)};
     }
     int64_t cols = c10::multiply_integers(shape);
     at::Tensor x = input.contiguous(), g = grad_out.contiguous();

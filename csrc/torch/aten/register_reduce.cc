@@ -277,11 +277,18 @@ EMBER_ARG_EXTREME(argmin, ReduceOp::kArgmin)
 at::Tensor& vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
                             bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
     c10::ScalarType t = dtype.value_or(self.scalar_type());
-    if (!reducible(self) || !at::isFloatingType(self.scalar_type()) || !at::isFloatingType(t) ||
-        out.scalar_type() != t) {
+    const double p_ord = ord.toDouble();
+    // An empty input's p-norm (finite p >= 0) is 0; an inf or negative p of nothing is the CPU's error.
+    const bool empty_zero = self.numel() == 0 && std::isfinite(p_ord) && p_ord >= 0;
+    if ((!reducible(self) && !empty_zero) || self.is_complex() || !at::isFloatingType(self.scalar_type()) ||
+        !at::isFloatingType(t) || out.scalar_type() != t) {
         return cpu<ATEN_OP2(linalg_vector_norm, out)>(self, ord, dim, keepdim, dtype, out);
     }
     Plan p = make_plan(self, dim, keepdim);
+    if (empty_zero) {
+        resize_out(out, p.out_shape);
+        return out.zero_();
+    }
     resize_out(out, p.out_shape);
     queue_reduce(ReduceOp::kNorm, self, p, out, {}, ord.toDouble());
     return out;
@@ -289,7 +296,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::
 
 at::Tensor vector_norm(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
                        bool keepdim, std::optional<c10::ScalarType> dtype) {
-    if (!reducible(self) || !at::isFloatingType(self.scalar_type())) {
+    if (self.is_complex() || !at::isFloatingType(self.scalar_type())) {
         return cpu<ATEN_OP(linalg_vector_norm)>(self, ord, dim, keepdim, dtype);
     }
     at::Tensor out = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
