@@ -7,11 +7,11 @@ Each function returns NotImplemented for arguments it does not serve the way the
 would; the caller then takes the visible CPU fallback.
 """
 import math
-import struct
 
 import torch
 
 from .resample_aa import ops as _resample_aa_ops
+from .fake_quantize import EAGER_ONLY as _FAKE_QUANTIZE_EAGER_ONLY, OPS as _fake_quantize_ops
 from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
 from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
@@ -436,60 +436,6 @@ def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_cor
     return grad_input.to(grad_output.dtype)
 
 
-def _fake_quantize(x, inv_scale, scale, zero_point, quant_min, quant_max):
-    """The CPU kernel's float arithmetic: q = zero_point + round_half_even(x * inv_scale) in
-    float, the output (clamp(q) - zero_point) * scale, the mask whether q was in range."""
-    q = torch.round(x * inv_scale) + zero_point
-    mask = (q >= quant_min) & (q <= quant_max)
-    return (q.clamp(quant_min, quant_max) - zero_point) * scale, mask
-
-
-def _float32(v: float) -> float:
-    """v rounded to float32, in plain Python: a compiled graph traces torch.tensor(v).item()
-    into a non-functional lift_fresh_copy."""
-    try:
-        return struct.unpack("f", struct.pack("f", v))[0]
-    except OverflowError:  # finite but beyond float32's range: the CPU's float32 tensor holds inf
-        return math.copysign(math.inf, v)
-
-
-def _float32_reciprocal(v: float) -> float:
-    # 1/v in double rounded to float32 is the float32 quotient itself (double has more than
-    # twice float32's precision, so the double rounding is exact for division).
-    return _float32(1.0 / v)
-
-
-def _fake_quantize_per_tensor(self, scale, zero_point, quant_min, quant_max):
-    """Quantization-aware training's fake quantization (QAT), one scale for the tensor."""
-    if self.dtype != torch.float32 or scale <= 0 or quant_min > quant_max:
-        return NotImplemented  # the CPU's dtype rule and errors
-    scale32 = _float32(scale)
-    return _fake_quantize(self, _float32_reciprocal(scale32), scale32, zero_point, quant_min, quant_max)
-
-
-def _fake_quantize_tensor_qparams(self, scale, zero_point, fake_quant_enabled, quant_min, quant_max):
-    """FakeQuantize's form: scale and zero point as 1-element tensors, and a switch tensor that
-    passes the input through (mask all true) when it is 0; read on the device, no sync."""
-    if self.dtype != torch.float32 or zero_point.is_floating_point() or quant_min > quant_max:
-        return NotImplemented
-    s = scale.to(torch.float32).reshape(())
-    out, mask = _fake_quantize(self, 1.0 / s, s, zero_point.reshape(()), quant_min, quant_max)
-    on = fake_quant_enabled.reshape(()) != 0
-    return torch.where(on, out, self), torch.where(on, mask, True)
-
-
-def _fake_quantize_per_channel(self, scale, zero_point, axis, quant_min, quant_max):
-    """Fake quantization with a scale and integer zero point per slice along `axis`."""
-    if self.dtype != torch.float32 or zero_point.is_floating_point() or quant_min > quant_max or \
-            scale.dim() != 1 or zero_point.shape != scale.shape or not -self.dim() <= axis < self.dim() or \
-            self.shape[axis] != scale.numel():
-        return NotImplemented
-    shape = [1] * self.dim()
-    shape[axis] = -1
-    s = scale.to(torch.float32).reshape(shape)
-    return _fake_quantize(self, 1.0 / s, s, zero_point.reshape(shape), quant_min, quant_max)
-
-
 def _into_range_out(values, out):
     """A linspace/logspace result into out=: an out= that already holds `steps` elements keeps
     its shape and strides and is filled in row-major order, as on the CPU; another is resized."""
@@ -654,9 +600,7 @@ OWN = {
     "rrelu_with_noise": _rrelu_with_noise, "rrelu_with_noise_": _rrelu_with_noise_,
     "binary_cross_entropy": _binary_cross_entropy,
     "binary_cross_entropy.out": _with_out(_binary_cross_entropy, "out"),
-    "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
-    "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
-    "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
+    **_fake_quantize_ops,
     "upsample_bicubic2d_backward.grad_input": _with_out(_upsample_bicubic2d_backward),
     **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (
         ("leaky_relu_backward", torch.ops.aten.leaky_relu_backward.default),
@@ -674,4 +618,4 @@ EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
                         "linalg_matrix_exp", "rrelu_with_noise", "rrelu_with_noise_", "binary_cross_entropy",
-                        "binary_cross_entropy.out"})
+                        "binary_cross_entropy.out"}) | _FAKE_QUANTIZE_EAGER_ONLY

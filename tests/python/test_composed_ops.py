@@ -132,6 +132,28 @@ def test_fake_quantization_for_qat_is_native_and_bit_exact(native_only):
     torch.testing.assert_close(fqe(x.to("ember")).cpu(), fq(x), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("qmin, qmax, zero_point, scale, grad_factor", [
+    (0, 255, 128.3, 0.05, 1.0), (-128, 127, 0.0, 0.02, 0.5), (0, 15, 2.5, 0.3, 0.008), (0, 255, 300.0, 0.1, 1.0)])
+def test_learnable_fake_quantization_matches_cpu(qmin, qmax, zero_point, scale, grad_factor, native_only):
+    # LSQ: scale and zero point are parameters with gradients (the zero point rounded half to
+    # even forward, +0.5 and truncated backward, clamped to the range, as the CPU does).
+    g = torch.Generator().manual_seed(1)
+    x, gy = torch.randn(64, 33, generator=g) * 3, torch.randn(64, 33, generator=g)
+    runs = []
+    for d in ("cpu", "ember"):
+        xd = x.to(d, copy=True).requires_grad_()
+        s, z = torch.tensor([scale], device=d, requires_grad=True), torch.tensor([zero_point], device=d, requires_grad=True)
+        y = torch._fake_quantize_learnable_per_tensor_affine(xd, s, z, qmin, qmax, grad_factor)
+        (y * gy.to(d)).sum().backward()
+        runs.append([t.cpu() for t in (y.detach(), xd.grad, s.grad, z.grad)])
+    (yc, gxc, gsc, gzc), (ye, gxe, gse, gze) = runs
+    torch.testing.assert_close(ye, yc, rtol=0, atol=0)
+    torch.testing.assert_close(gxe, gxc, rtol=0, atol=0)
+    # The scale's and zero point's gradients are sums over the tensor: the order differs.
+    torch.testing.assert_close(gse, gsc, rtol=2e-5, atol=1e-6)
+    torch.testing.assert_close(gze, gzc, rtol=2e-5, atol=1e-6)
+
+
 def test_linspace_and_logspace_into_shaped_out():
     # An out= that already holds `steps` elements keeps its shape (and a narrowed view's
     # strides); the result was written as one contiguous run of 1-d memory.

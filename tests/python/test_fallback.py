@@ -163,19 +163,19 @@ def _ember_warnings_from(child):
 
 def test_warns_once_in_process():
     # An op no other test uses: the warn-once set is per process and survives resets.
-    x, scale, zero = _e(torch.linspace(0.1, 2.0, 7)), _e(torch.tensor([0.1])), _e(torch.tensor([3.0]))
-    quantize = torch._fake_quantize_learnable_per_tensor_affine
+    x, alpha = _e(torch.tensor([0.2, 0.5, 0.3])), _e(torch.tensor([1.0, 2.0, 3.0]))
+    total = alpha.sum().expand(3)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        y = quantize(x, scale, zero, 0, 255)
+        y = torch._dirichlet_grad(x, alpha, total)
     msgs = _ember_warnings(rec)
-    assert len(msgs) == 1 and "aten::_fake_quantize_learnable_per_tensor_affine" in msgs[0]
-    torch.testing.assert_close(y.cpu(), quantize(x.cpu(), scale.cpu(), zero.cpu(), 0, 255))
+    assert len(msgs) == 1 and "aten::_dirichlet_grad" in msgs[0]
+    torch.testing.assert_close(y.cpu(), torch._dirichlet_grad(x.cpu(), alpha.cpu(), total.cpu()))
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        quantize(x, scale, zero, 0, 255)
+        torch._dirichlet_grad(x, alpha, total)
         torch_ember.reset_fallback_stats()
-        quantize(x, scale, zero, 0, 255)
+        torch._dirichlet_grad(x, alpha, total)
     assert _ember_warnings(rec) == []
 
 

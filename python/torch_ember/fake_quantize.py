@@ -1,0 +1,110 @@
+"""Quantization-aware training's fake quantization composed from native ops, with the CPU
+kernels' float32 arithmetic: per tensor, per channel, with tensor qparams (FakeQuantize), and
+the learnable scale and zero point of LSQ (_fake_quantize_learnable_*), forward and backward."""
+import math
+import struct
+
+import torch
+
+
+def _fake_quantize(x, inv_scale, scale, zero_point, quant_min, quant_max):
+    """The CPU kernel's float arithmetic: q = zero_point + round_half_even(x * inv_scale) in
+    float, the output (clamp(q) - zero_point) * scale, the mask whether q was in range."""
+    q = torch.round(x * inv_scale) + zero_point
+    mask = (q >= quant_min) & (q <= quant_max)
+    return (q.clamp(quant_min, quant_max) - zero_point) * scale, mask
+
+
+def _float32(v: float) -> float:
+    """v rounded to float32, in plain Python: a compiled graph traces torch.tensor(v).item()
+    into a non-functional lift_fresh_copy."""
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0]
+    except OverflowError:  # finite but beyond float32's range: the CPU's float32 tensor holds inf
+        return math.copysign(math.inf, v)
+
+
+def _float32_reciprocal(v: float) -> float:
+    # 1/v in double rounded to float32 is the float32 quotient itself (double has more than
+    # twice float32's precision, so the double rounding is exact for division).
+    return _float32(1.0 / v)
+
+
+def _fake_quantize_per_tensor(self, scale, zero_point, quant_min, quant_max):
+    """Quantization-aware training's fake quantization (QAT), one scale for the tensor."""
+    if self.dtype != torch.float32 or scale <= 0 or quant_min > quant_max:
+        return NotImplemented  # the CPU's dtype rule and errors
+    scale32 = _float32(scale)
+    return _fake_quantize(self, _float32_reciprocal(scale32), scale32, zero_point, quant_min, quant_max)
+
+
+def _fake_quantize_tensor_qparams(self, scale, zero_point, fake_quant_enabled, quant_min, quant_max):
+    """FakeQuantize's form: scale and zero point as 1-element tensors, and a switch tensor that
+    passes the input through (mask all true) when it is 0; read on the device, no sync."""
+    if self.dtype != torch.float32 or zero_point.is_floating_point() or quant_min > quant_max:
+        return NotImplemented
+    s = scale.to(torch.float32).reshape(())
+    out, mask = _fake_quantize(self, 1.0 / s, s, zero_point.reshape(()), quant_min, quant_max)
+    on = fake_quant_enabled.reshape(()) != 0
+    return torch.where(on, out, self), torch.where(on, mask, True)
+
+
+def _fake_quantize_per_channel(self, scale, zero_point, axis, quant_min, quant_max):
+    """Fake quantization with a scale and integer zero point per slice along `axis`."""
+    if self.dtype != torch.float32 or zero_point.is_floating_point() or quant_min > quant_max or \
+            scale.dim() != 1 or zero_point.shape != scale.shape or not -self.dim() <= axis < self.dim() or \
+            self.shape[axis] != scale.numel():
+        return NotImplemented
+    shape = [1] * self.dim()
+    shape[axis] = -1
+    s = scale.to(torch.float32).reshape(shape)
+    return _fake_quantize(self, 1.0 / s, s, zero_point.reshape(shape), quant_min, quant_max)
+
+
+def _learnable_zero_point(zero_point, quant_min, quant_max, forward):
+    """The CPU's integer zero point from the float parameter: rounded half to even in the
+    forward, +0.5 and truncated in the backward, clamped to the range (reads it back: a sync)."""
+    z = zero_point.reshape(-1)[0].to(torch.float32)
+    z = torch.round(z) if forward else z + 0.5
+    return int(z.clamp(quant_min, quant_max).item())
+
+
+def _learnable_per_tensor(self, scale, zero_point, quant_min, quant_max, grad_factor=1.0):
+    """LSQ's forward: per-tensor fake quantization by the current scale and zero point."""
+    if self.dtype != torch.float32 or scale.numel() < 1 or zero_point.numel() < 1:
+        return NotImplemented
+    r = _fake_quantize_per_tensor(self, scale.reshape(-1)[0].item(),
+                                  _learnable_zero_point(zero_point, quant_min, quant_max, True), quant_min, quant_max)
+    return r if r is NotImplemented else r[0]
+
+
+def _learnable_per_tensor_backward(grad, self, scale, zero_point, quant_min, quant_max, grad_factor=1.0):
+    """LSQ's gradients, as the CPU kernel computes them in float32: the input's passes where the
+    quantized value is in range; the scale's is (q - x) / scale inside the range and the range
+    end minus the zero point outside; the zero point's is -scale outside; both summed."""
+    if (grad.dtype, self.dtype, scale.dtype, zero_point.dtype) != (torch.float32,) * 4 or \
+            grad.numel() != self.numel() or not quant_min <= 0 <= quant_max or self.numel() == 0:
+        return NotImplemented  # the CPU's checks
+    s = _float32(scale.reshape(-1)[0].item())
+    inv, factor = _float32_reciprocal(s), _float32(grad_factor)
+    z = _learnable_zero_point(zero_point, quant_min, quant_max, False)
+    q = torch.round(self * inv) + z
+    below, above = q < quant_min, q > quant_max
+    inside = ~(below | above)
+    fq = (q.clamp(quant_min, quant_max) - z) * s
+    d_scale = torch.where(inside, grad * (fq - self) * inv,
+                          grad * torch.where(below, float(quant_min - z), float(quant_max - z))) * factor
+    d_zero = torch.where(inside, 0.0, grad * -1.0 * s * factor)
+    return grad * inside, d_scale.sum().reshape(1), d_zero.sum().reshape(1)
+
+
+OPS = {
+    "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
+    "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
+    "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
+    "_fake_quantize_learnable_per_tensor_affine": _learnable_per_tensor,
+    "_fake_quantize_learnable_per_tensor_affine_backward": _learnable_per_tensor_backward,
+}
+# Read the scale and zero point back from the device (the CPU kernel does too).
+EAGER_ONLY = frozenset({"_fake_quantize_learnable_per_tensor_affine",
+                        "_fake_quantize_learnable_per_tensor_affine_backward"})
