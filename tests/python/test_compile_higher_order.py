@@ -60,3 +60,32 @@ def test_compiled_matches_cpu(name, sign):
     for compiled in (False, True):
         for got, expected in zip(run("ember", compiled, name, sign), ref):
             torch.testing.assert_close(got, expected)
+
+
+@torch.library.custom_op("ember_test::scale_", mutates_args=("x",))
+def _scale_(x: torch.Tensor, s: float) -> None:
+    x.mul_(s)
+
+
+@_scale_.register_fake
+def _(x, s):
+    return None
+
+
+@pytest.mark.parametrize("case", ["intermediate", "graph_input", "view_of_input"])
+def test_custom_op_that_mutates_its_argument_compiles(case):
+    # AOTAutograd wraps a mutating custom op in auto_functionalized; eager mode runs the op on
+    # ember, so the compiled graph runs it as a library step.
+    def fn(x):
+        if case == "intermediate":
+            y = x * 2
+            _scale_(y, 3.0)
+            return y + 1
+        _scale_(x if case == "graph_input" else x[1:], 5.0)
+        return x * 1
+
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    xe, xc = x.to("ember"), x.clone()
+    got = torch.compile(fn, backend="ember", fullgraph=True)(xe)
+    torch.testing.assert_close(got.cpu(), fn(xc))
+    torch.testing.assert_close(xe.cpu(), xc)

@@ -93,7 +93,7 @@ def eager_route(target) -> str:
 EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward", "cond", "while_loop", "invoke_subgraph",
                                 "map_impl", "scan", "triton_kernel_wrapper_mutation",
                                 "triton_kernel_wrapper_functional", "run_and_save_rng_state",
-                                "run_with_rng_state", "with_effects"})
+                                "run_with_rng_state", "with_effects", "auto_functionalized", "auto_functionalized_v2"})
 
 
 def runs_eagerly_on_ember(target) -> bool:
