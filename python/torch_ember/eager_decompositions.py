@@ -107,7 +107,8 @@ OPS = (
     "upsample_bicubic2d_backward", "upsample_bicubic2d_backward.grad_input",
     "fake_quantize_per_tensor_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
     "fake_quantize_per_channel_affine_cachemask", "_fake_quantize_learnable_per_tensor_affine",
-    "_fake_quantize_learnable_per_tensor_affine_backward", "is_set_to", "linalg_matrix_exp",
+    "_fake_quantize_learnable_per_tensor_affine_backward", "_fake_quantize_learnable_per_channel_affine",
+    "_fake_quantize_learnable_per_channel_affine_backward", "is_set_to", "linalg_matrix_exp",
     "tril_indices", "triu_indices", "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_backward",
     *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
       for suffix in ("", ".out", "_backward", "_backward.grad_input")),

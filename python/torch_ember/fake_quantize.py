@@ -88,7 +88,7 @@ def _learnable_per_tensor_backward(grad, self, scale, zero_point, quant_min, qua
     s = _float32(scale.reshape(-1)[0].item())
     inv, factor = _float32_reciprocal(s), _float32(grad_factor)
     z = _learnable_zero_point(zero_point, quant_min, quant_max, False)
-    q = torch.round(self * inv) + z
+    q = torch.round(self * inv + z)  # the kernel adds the zero point before rounding here
     below, above = q < quant_min, q > quant_max
     inside = ~(below | above)
     fq = (q.clamp(quant_min, quant_max) - z) * s
@@ -98,13 +98,49 @@ def _learnable_per_tensor_backward(grad, self, scale, zero_point, quant_min, qua
     return grad * inside, d_scale.sum().reshape(1), d_zero.sum().reshape(1)
 
 
+def _learnable_per_channel(self, scale, zero_point, axis, quant_min, quant_max, grad_factor=1.0):
+    """LSQ per channel: the zero points rounded half to even and clamped, then per-channel fake
+    quantization (no read-back)."""
+    if self.dtype != torch.float32 or scale.dtype != torch.float32:
+        return NotImplemented
+    z = zero_point.round().clamp(quant_min, quant_max).to(torch.int32)
+    return torch.fake_quantize_per_channel_affine(self, scale, z, axis, quant_min, quant_max)
+
+
+def _learnable_per_channel_backward(grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor=1.0):
+    """The per-tensor gradients with each channel's scale and rounded zero point, summed over
+    every dim but the channel's."""
+    if (grad.dtype, self.dtype, scale.dtype, zero_point.dtype) != (torch.float32,) * 4 or \
+            grad.shape != self.shape or not quant_min <= 0 <= quant_max or scale.dim() != 1 or \
+            zero_point.shape != scale.shape or not 0 <= axis < self.dim() or \
+            scale.numel() != self.shape[axis] or self.numel() == 0:
+        return NotImplemented  # the CPU's checks
+    shape = [1] * self.dim()
+    shape[axis] = -1
+    s = scale.reshape(shape)
+    z = zero_point.round().clamp(quant_min, quant_max).reshape(shape)
+    inv, factor = 1.0 / s, _float32(grad_factor)
+    q = torch.round(z + self * inv)
+    below, above = q < quant_min, q > quant_max
+    inside = ~(below | above)
+    fq = (q.clamp(quant_min, quant_max) - z) * s
+    d_scale = torch.where(inside, grad * (fq - self) * inv,
+                          grad * torch.where(below, quant_min - z, quant_max - z)) * factor
+    d_zero = torch.where(inside, 0.0, grad * -1.0 * s * factor)
+    others = [d for d in range(self.dim()) if d != axis]
+    return grad * inside, d_scale.sum(others), d_zero.sum(others)
+
+
 OPS = {
     "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
     "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
     "_fake_quantize_learnable_per_tensor_affine": _learnable_per_tensor,
     "_fake_quantize_learnable_per_tensor_affine_backward": _learnable_per_tensor_backward,
+    "_fake_quantize_learnable_per_channel_affine": _learnable_per_channel,
+    "_fake_quantize_learnable_per_channel_affine_backward": _learnable_per_channel_backward,
 }
 # Read the scale and zero point back from the device (the CPU kernel does too).
 EAGER_ONLY = frozenset({"_fake_quantize_learnable_per_tensor_affine",
                         "_fake_quantize_learnable_per_tensor_affine_backward"})
+# The per-channel forms read nothing back, so compiled graphs use them as they are.

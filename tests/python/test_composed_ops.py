@@ -154,6 +154,27 @@ def test_learnable_fake_quantization_matches_cpu(qmin, qmax, zero_point, scale, 
     torch.testing.assert_close(gze, gzc, rtol=2e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("axis, shape", [(0, (6, 5, 4)), (1, (3, 6, 4)), (2, (2, 3, 6))])
+@pytest.mark.parametrize("qmin, qmax, grad_factor", [(0, 255, 1.0), (-128, 127, 0.3)])
+def test_learnable_per_channel_fake_quantization_matches_cpu(axis, shape, qmin, qmax, grad_factor, native_only):
+    g = torch.Generator().manual_seed(2)
+    x, gy = torch.randn(shape, generator=g) * 3, torch.randn(shape, generator=g)
+    scale = torch.rand(6, generator=g) * 0.1 + 0.01
+    zero_point = torch.randn(6, generator=g) * 5 + (128 if qmin == 0 else 0)
+    runs = []
+    for d in ("cpu", "ember"):
+        xd, s, z = (t.to(d, copy=True).requires_grad_() for t in (x, scale, zero_point))
+        y = torch._fake_quantize_learnable_per_channel_affine(xd, s, z, axis, qmin, qmax, grad_factor)
+        (y * gy.to(d)).sum().backward()
+        runs.append([t.detach().cpu() for t in (y, xd.grad, s.grad, z.grad)])
+    (yc, gxc, gsc, gzc), (ye, gxe, gse, gze) = runs
+    torch.testing.assert_close(ye, yc, rtol=0, atol=0)
+    torch.testing.assert_close(gxe, gxc, rtol=0, atol=0)
+    # Sums over the other dims of terms up to ~dy * 128 (a float32 ulp ~1e-5): the order differs.
+    torch.testing.assert_close(gse, gsc, rtol=2e-5, atol=5e-5)
+    torch.testing.assert_close(gze, gzc, rtol=2e-5, atol=5e-5)
+
+
 def test_linspace_and_logspace_into_shaped_out():
     # An out= that already holds `steps` elements keeps its shape (and a narrowed view's
     # strides); the result was written as one contiguous run of 1-d memory.
