@@ -1,7 +1,8 @@
 """Compiled graphs round every op's float16 / bfloat16 result and wrap every narrow integer
 result as eager mode does, even where the next op is fused into the same generated kernel
 (registers hold float32 and 64-bit integers): overflow to inf, integer wrap-around and the
-rounding error of a low-precision product come out bit for bit as eagerly."""
+rounding error of a low-precision product come out bit for bit as eagerly; so do integer true
+division by Python ints and float-to-integer casts out of range."""
 import pytest
 import torch
 
@@ -21,6 +22,18 @@ CASES = {
     "half_softmax_is_representable": (lambda y: y.half().softmax(0).float(), torch.randn(50, generator=_G)),
     "half_scaled_sum": (lambda y: (y.half() * 1.1).float().sum(), torch.randn(1000, generator=_G)),
     "bfloat16_where_fill": (lambda y: torch.where(y > 0, y.bfloat16(), 0.1).float() * 3, torch.randn(16, generator=_G)),
+    # True division of an integer tensor by a Python int divides in floating point: the int is
+    # not wrapped to the tensor's dtype first (int8 / 300, uint8 / -3, int32 / 2**40).
+    "int8_divided_by_a_wider_int": (lambda x: (x * 1) / 300, torch.tensor([3, -1, 0, 2], dtype=torch.int8)),
+    "uint8_divided_by_a_negative_int": (lambda x: (x + 0) / -3, torch.tensor([3, 1, 200], dtype=torch.uint8)),
+    "int32_divided_by_2_40": (lambda x: (x + 0) / 2**40, torch.tensor([3, 1, 2], dtype=torch.int32)),
+    # Float to integer casts of NaN, infinities and out-of-range values give what the CPU's
+    # truncating conversion gives (the smallest 32-bit integer, then the low bits).
+    **{f"{src}_to_{dst}_out_of_range": (
+        (lambda d: lambda y: (y * 1).to(d))(getattr(torch, dst)),
+        torch.tensor([float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e5, -2.7, 1e19, 65535.9],
+                     dtype=getattr(torch, src)))
+       for src in ("float32", "float64", "bfloat16") for dst in ("int32", "int16", "uint8", "int64")},
 }
 
 

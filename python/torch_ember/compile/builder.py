@@ -149,6 +149,10 @@ class Builder:
     def binary(self, name, a, b) -> Val:
         """`a` or `b` may be Python scalars (weak); at least one is a Val."""
         like = a if isinstance(a, Val) else b
+        if name == "div" and not self.dtype(like).is_floating_point:
+            # True division computes in floating point: an integer tensor's Python int operand is
+            # a float there (int8 / 300 divides by 300.0), not wrapped to the tensor's dtype.
+            a, b = (float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in (a, b))
         return self.op(name, [self.v(a, like), self.v(b, like)])
 
     def add(self, a, b): return self.binary("add", a, b)

@@ -2,6 +2,7 @@
 #include "compiler/codegen/llvm_emit.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -44,6 +45,7 @@ class KernelEmitter {
     llvm::Type* mem_type(DType t);
     Value* constant(Cls c, double f, int64_t i);
     Value* convert(Value* v, Cls from, Cls to);
+    Value* float_to_int(Value* v, DType to);
     Value* load(const Expr& x);
     void store(const Store& s, Value* v, Cls from);
     Value* to_bf16_bits(Value* f);
@@ -131,6 +133,21 @@ Value* KernelEmitter::convert(Value* v, Cls from, Cls to) {
     return b_.CreateFPToSI(v, i64());
 }
 
+// A floating value to an integer dtype as the CPU's kernels convert it (C++'s static_cast, x86's
+// truncating cvtt* instructions): to 32 bits (64 for int64), where NaN, infinities and values
+// out of that range give the smallest integer; narrower dtypes then keep the low bits. LLVM's
+// fptosi leaves those cases undefined, so they are selected explicitly.
+Value* KernelEmitter::float_to_int(Value* v, DType to) {
+    const bool wide = to == DType::kInt64;
+    llvm::Type* it = wide ? i64() : llvm::Type::getInt32Ty(ctx_);
+    const double limit = wide ? 9223372036854775808.0 : 2147483648.0;
+    Value* in_range = b_.CreateAnd(b_.CreateFCmpOGE(v, llvm::ConstantFP::get(v->getType(), -limit)),
+                                   b_.CreateFCmpOLT(v, llvm::ConstantFP::get(v->getType(), limit)));
+    Value* lowest = wide ? ci64(INT64_MIN) : llvm::ConstantInt::get(it, INT32_MIN);
+    Value* r = b_.CreateSelect(in_range, b_.CreateFPToSI(v, it), lowest);
+    return wide ? r : b_.CreateSExt(r, i64());
+}
+
 Value* KernelEmitter::from_bf16_bits(Value* bits) {
     Value* w = b_.CreateShl(b_.CreateZExt(bits, llvm::Type::getInt32Ty(ctx_)), 16);
     return b_.CreateBitCast(w, f32());
@@ -198,7 +215,8 @@ Value* KernelEmitter::load(const Expr& x) {
 }
 
 void KernelEmitter::store(const Store& s, Value* v, Cls from) {
-    v = convert(v, from, value_class(s.dtype));
+    const Cls to = value_class(s.dtype);
+    v = is_float_cls(from) && to == Cls::kI64 ? float_to_int(v, s.dtype) : convert(v, from, to);
     llvm::Type* t = mem_type(s.dtype);
     switch (s.dtype) {
         case DType::kBFloat16: v = to_bf16_bits(v); break;
@@ -313,7 +331,8 @@ Value* KernelEmitter::apply(const Expr& x) {
     auto arg = [&](int i, Cls to) { return convert(eval(x.args[i]), argcls(i), to); };
     switch (op_kind(x.op)) {
         case OpKind::kCast: {
-            Value* v = arg(0, x.cls);
+            Value* v = is_float_cls(argcls(0)) && x.cls == Cls::kI64 ? float_to_int(eval(x.args[0]), x.dtype)
+                                                                      : arg(0, x.cls);
             switch (x.dtype) {
                 case DType::kBFloat16: return round_bf16(v);
                 case DType::kFloat16: return b_.CreateFPExt(b_.CreateFPTrunc(v, llvm::Type::getHalfTy(ctx_)), f32());
