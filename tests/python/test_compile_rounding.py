@@ -27,6 +27,14 @@ CASES = {
     "int8_divided_by_a_wider_int": (lambda x: (x * 1) / 300, torch.tensor([3, -1, 0, 2], dtype=torch.int8)),
     "uint8_divided_by_a_negative_int": (lambda x: (x + 0) / -3, torch.tensor([3, 1, 200], dtype=torch.uint8)),
     "int32_divided_by_2_40": (lambda x: (x + 0) / 2**40, torch.tensor([3, 1, 2], dtype=torch.int32)),
+    # The CPU's float16 roots follow std::pow ((-0) ** 0.5 is +0, (-inf) ** 0.5 is +inf); its
+    # cube and inverse square are products in a fixed order.
+    "half_roots_at_signed_zero_and_infinity": (
+        lambda y: torch.stack([(y * 1) ** 0.5, (y * 1) ** -0.5]),
+        torch.tensor([-0.0, -float("inf"), 0.0, float("inf"), 4.0, 0.3, 6e-8], dtype=torch.float16)),
+    **{f"{dt}_cube_and_inverse_square": (
+        lambda y: torch.stack([(y * 1) ** 3, (y * 1) ** -2]),
+        torch.tensor([0.3, 1.7, 3.1, 0.1, 6e-8, -2.5], dtype=getattr(torch, dt))) for dt in ("float32", "float64")},
     # Float to integer casts of NaN, infinities and out-of-range values give what the CPU's
     # truncating conversion gives (the smallest 32-bit integer, then the low bits).
     **{f"{src}_to_{dst}_out_of_range": (

@@ -50,7 +50,7 @@ struct Expr {
     Cls cls = Cls::kF32;
     int args[3] = {-1, -1, -1};
     int buffer = -1;                // kLoad
-    DType dtype = DType::kFloat32;  // kLoad: element type in memory; kOp kCast: target type
+    DType dtype = DType::kFloat32;  // kLoad: element type in memory; kOp kCast: target type; kPow: result type
     int addr = -1;                  // kLoad: idx id of the element offset
     double f = 0;                   // kConst
     int64_t i = 0;                  // kConst (integer classes)

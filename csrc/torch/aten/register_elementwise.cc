@@ -297,13 +297,23 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exp
         return exponent.equal(0.0) ? out.fill_(1) : out.copy_(self);
     }
     at::Tensor exp_t = scalar_tensor(exponent);
+    if ((exponent.equal(3.0) || exponent.equal(-2.0)) && (result == at::kFloat || result == at::kDouble) &&
+        out.scalar_type() == result && self.scalar_type() == result) {
+        // The CPU's cube, (x * x) * x, and inverse square, 1 / (x * x): products in that order
+        // (std::pow rounds differently).
+        at::Tensor square = at::mul(self, self);
+        at::Tensor r = exponent.equal(3.0) ? at::mul(square, self) : at::reciprocal(square);
+        resize_out(out, r.sizes());
+        return out.copy_(r);
+    }
     if (exponent.equal(2.0)) {
         auto iter = TensorIterator::binary_op(out, self, self);
         if (native_compute(iter, false)) {
             queue_binary(BinaryOp::kMul, iter);
             return out;
         }
-    } else if (exponent.equal(0.5) || exponent.equal(-0.5) || exponent.equal(-1.0)) {
+    } else if (((exponent.equal(0.5) || exponent.equal(-0.5)) && result != at::kHalf) || exponent.equal(-1.0)) {
+        // (float16 takes std::pow for the roots, as on the CPU: (-0) ** 0.5 is +0, (-inf) ** 0.5 +inf.)
         auto iter = TensorIterator::unary_float_op(out, self);
         if (native_compute(iter, false)) {
             queue_unary(exponent.equal(0.5) ? UnaryOp::kSqrt

@@ -112,7 +112,7 @@ def _pow_scalar(b, node, x, e):
         return b.mul(x, x)  # what eager computes, exactly
     if e == 1:
         return x
-    if e == 0.5:
+    if e == 0.5 and meta(node).dtype != torch.float16:  # float16 roots follow std::pow, as on the CPU
         return b.unary("sqrt", x)
     if e == -1:
         return b.unary("reciprocal", x)

@@ -357,10 +357,13 @@ Value* KernelEmitter::apply(const Expr& x) {
                 auto k = [&](double v) { return llvm::ConstantFP::get(a->getType(), v); };
                 if (p == 1) return a;
                 if (p == 2) return b_.CreateFMul(a, a);
-                if (p == 3) return b_.CreateFMul(a, b_.CreateFMul(a, a));
-                if (p == 0.5) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+                if (p == 3) return b_.CreateFMul(b_.CreateFMul(a, a), a);  // the CPU's order
+                if (p == -2) return b_.CreateFDiv(k(1), b_.CreateFMul(a, a));
+                // float16 roots follow std::pow at -0 and -inf, as the CPU's float16 kernel does.
+                const bool roots = x.dtype != DType::kFloat16;
+                if (p == 0.5 && roots) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
                 if (p == -1) return b_.CreateFDiv(k(1), a);
-                if (p == -0.5) return b_.CreateFDiv(k(1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a));
+                if (p == -0.5 && roots) return b_.CreateFDiv(k(1), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a));
                 if (p == 0) return k(1);
             }
             Value* bb = arg(1, c);

@@ -318,7 +318,8 @@ int Fuser::lower_def(LowerCtx& c, int v, const std::vector<int>& idx) {
         case OpKind::kCast: {
             x.kind = Expr::kOp;
             x.op = n.op;
-            if (n.op == Op::kCast) x.dtype = n.dtype;
+            // A cast's target type; a power's result type (its float16 roots are std::pow's).
+            if (n.op == Op::kCast || n.op == Op::kPow) x.dtype = n.dtype;
             for (size_t i = 0; i < n.inputs.size() && i < 3; ++i) {
                 const Node& in = g_.node(n.inputs[i]);
                 x.args[i] = lower(c, n.inputs[i], broadcast_idx(c, idx, in.sizes, n.sizes));
