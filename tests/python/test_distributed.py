@@ -60,25 +60,6 @@ def test_single_rank_group_and_clear_errors(one_rank_group):
         dist.reduce_scatter_tensor(torch.empty(2, device="ember"), torch.ones(3, device="ember"))
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-def test_compiled_ddp_trains_past_its_bucket_rebuild(one_rank_group):
-    # DDP's reducer calls the group's broadcast from C++ at the second step, inside the compiled
-    # module's call: Dynamo must not try to trace the group's Python methods.
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    torch.manual_seed(0)
-    ref = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
-    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
-    net.load_state_dict(ref.state_dict())
-    model = torch.compile(DDP(net.to("ember")), backend="ember")
-    for _ in range(3):
-        x = torch.randn(2, 4)
-        model(x.to("ember")).sum().backward()
-        ref(x).sum().backward()
-    for p, q in zip(net.parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad.cpu(), q.grad)
-
-
 def test_collectives_match_gloo_float32_bfloat16(tmp_path):
     _launch("collectives", tmp_path)
 

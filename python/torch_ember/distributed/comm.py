@@ -42,12 +42,10 @@ import torch.distributed as dist
 
 from .. import _C
 from .staging import DistributedError
-from .untraced import untraced
 
 _ENGINES: "weakref.WeakSet[CommEngine]" = weakref.WeakSet()
 
 
-@untraced
 class EmberWork(dist._Work):
     """One collective in flight: wait() orders the current stream after it; get_future()
     completes when the transport finished."""

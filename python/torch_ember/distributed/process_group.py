@@ -27,10 +27,8 @@ from .comm import CommEngine
 from .staging import (DistributedError, check_devices, copy_back, flat, host_buffer, host_view,
                       host_views, to_host)
 from .work import PendingWork, completed
-from .untraced import untraced
 
 
-@untraced
 class EmberProcessGroup(dist.ProcessGroup):
     def __init__(self, store: "dist.Store", rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
@@ -430,7 +428,6 @@ def _current_stream_done(device: torch.device) -> None:
         torch.accelerator.current_stream(device.index).synchronize()
 
 
-@untraced
 class _AnySourceWork(PendingWork):
     """recv_anysource's Work: also says which rank the message came from."""
 

@@ -18,7 +18,6 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
 from .staging import DistributedError
-from .untraced import untraced
 
 
 def completed(result: List[torch.Tensor]) -> "dist.Work":
@@ -27,7 +26,6 @@ def completed(result: List[torch.Tensor]) -> "dist.Work":
     return _create_work_from_future(fut)
 
 
-@untraced
 class PendingWork(dist._Work):
     """A posted Gloo operation plus what to do once it completed (copy a received tensor back)."""
 
