@@ -78,24 +78,31 @@ def _learnable_per_tensor(self, scale, zero_point, quant_min, quant_max, grad_fa
     return r if r is NotImplemented else r[0]
 
 
+def _lsq_gradients(grad, x, s, inv, z, quant_min, quant_max, grad_factor):
+    """Per element, as the CPU kernels compute them in float32 (scale s, its reciprocal inv and
+    the rounded zero point z: numbers for one tensor, tensors per channel): the input's gradient
+    passes where the quantized value is in range; the scale's is (q - x) / s inside the range and
+    the range end minus the zero point outside; the zero point's is -s outside."""
+    factor = _float32(grad_factor)
+    q = torch.round(z + x * inv)  # the kernels add the zero point before rounding here
+    below, above = q < quant_min, q > quant_max
+    inside = ~(below | above)
+    fq = (q.clamp(quant_min, quant_max) - z) * s
+    d_scale = torch.where(inside, grad * (fq - x) * inv,
+                          grad * torch.where(below, quant_min - z, quant_max - z)) * factor
+    d_zero = torch.where(inside, 0.0, grad * -1.0 * s * factor)
+    return grad * inside, d_scale, d_zero
+
+
 def _learnable_per_tensor_backward(grad, self, scale, zero_point, quant_min, quant_max, grad_factor=1.0):
-    """LSQ's gradients, as the CPU kernel computes them in float32: the input's passes where the
-    quantized value is in range; the scale's is (q - x) / scale inside the range and the range
-    end minus the zero point outside; the zero point's is -scale outside; both summed."""
+    """LSQ's gradients (_lsq_gradients), the scale's and zero point's summed over the tensor."""
     if (grad.dtype, self.dtype, scale.dtype, zero_point.dtype) != (torch.float32,) * 4 or \
             grad.numel() != self.numel() or not quant_min <= 0 <= quant_max or self.numel() == 0:
         return NotImplemented  # the CPU's checks
     s = _float32(scale.reshape(-1)[0].item())
-    inv, factor = _float32_reciprocal(s), _float32(grad_factor)
     z = _learnable_zero_point(zero_point, quant_min, quant_max, False)
-    q = torch.round(self * inv + z)  # the kernel adds the zero point before rounding here
-    below, above = q < quant_min, q > quant_max
-    inside = ~(below | above)
-    fq = (q.clamp(quant_min, quant_max) - z) * s
-    d_scale = torch.where(inside, grad * (fq - self) * inv,
-                          grad * torch.where(below, float(quant_min - z), float(quant_max - z))) * factor
-    d_zero = torch.where(inside, 0.0, grad * -1.0 * s * factor)
-    return grad * inside, d_scale.sum().reshape(1), d_zero.sum().reshape(1)
+    dx, d_scale, d_zero = _lsq_gradients(grad, self, s, _float32_reciprocal(s), z, quant_min, quant_max, grad_factor)
+    return dx, d_scale.sum().reshape(1), d_zero.sum().reshape(1)
 
 
 def _learnable_per_channel(self, scale, zero_point, axis, quant_min, quant_max, grad_factor=1.0):
@@ -108,8 +115,8 @@ def _learnable_per_channel(self, scale, zero_point, axis, quant_min, quant_max, 
 
 
 def _learnable_per_channel_backward(grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor=1.0):
-    """The per-tensor gradients with each channel's scale and rounded zero point, summed over
-    every dim but the channel's."""
+    """LSQ's gradients with each channel's scale and rounded zero point, the scale's and zero
+    point's summed over every dim but the channel's."""
     if (grad.dtype, self.dtype, scale.dtype, zero_point.dtype) != (torch.float32,) * 4 or \
             grad.shape != self.shape or not quant_min <= 0 <= quant_max or scale.dim() != 1 or \
             zero_point.shape != scale.shape or not 0 <= axis < self.dim() or \
@@ -119,16 +126,9 @@ def _learnable_per_channel_backward(grad, self, scale, zero_point, axis, quant_m
     shape[axis] = -1
     s = scale.reshape(shape)
     z = zero_point.round().clamp(quant_min, quant_max).reshape(shape)
-    inv, factor = 1.0 / s, _float32(grad_factor)
-    q = torch.round(z + self * inv)
-    below, above = q < quant_min, q > quant_max
-    inside = ~(below | above)
-    fq = (q.clamp(quant_min, quant_max) - z) * s
-    d_scale = torch.where(inside, grad * (fq - self) * inv,
-                          grad * torch.where(below, quant_min - z, quant_max - z)) * factor
-    d_zero = torch.where(inside, 0.0, grad * -1.0 * s * factor)
+    dx, d_scale, d_zero = _lsq_gradients(grad, self, s, 1.0 / s, z, quant_min, quant_max, grad_factor)
     others = [d for d in range(self.dim()) if d != axis]
-    return grad * inside, d_scale.sum(others), d_zero.sum(others)
+    return dx, d_scale.sum(others), d_zero.sum(others)
 
 
 OPS = {

@@ -290,7 +290,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::
         return out.zero_();
     }
     resize_out(out, p.out_shape);
-    queue_reduce(ReduceOp::kNorm, self, p, out, {}, ord.toDouble());
+    queue_reduce(ReduceOp::kNorm, self, p, out, {}, p_ord);
     return out;
 }
 

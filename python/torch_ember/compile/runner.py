@@ -102,14 +102,13 @@ class CompiledGraph:
         for i in self._move:
             ins[i] = ins[i].to(self._device)
         copied = []
-        if any(t.is_neg() or t.is_conj() for t in ins):
+        for i, t in enumerate(ins):
             # A lazily negated or conjugated view (what `z.conj().imag` is, in eager mode and
             # from a library step alike) holds the values before the negation; the executable
             # reads memory, so it gets the resolved values (written back if written in place).
-            for i, t in enumerate(ins):
-                if t.is_neg() or t.is_conj():
-                    ins[i] = t.resolve_conj().resolve_neg()
-                    copied.append((i, t, ins[i]))
+            if t.is_neg() or t.is_conj():
+                ins[i] = t.resolve_conj().resolve_neg()
+                copied.append((i, t, ins[i]))
         if any(t.dtype != d for t, d in zip(ins, self._dtypes)):
             # An eager step whose result dtype differs from what its meta function promised
             # (native_batch_norm's statistics stay bfloat16 on the device, the meta function says

@@ -46,6 +46,7 @@ class KernelEmitter {
     Value* constant(Cls c, double f, int64_t i);
     Value* convert(Value* v, Cls from, Cls to);
     Value* float_to_int(Value* v, DType to);
+    Value* convert_to(Value* v, Cls from, DType to);
     Value* load(const Expr& x);
     void store(const Store& s, Value* v, Cls from);
     Value* to_bf16_bits(Value* f);
@@ -148,6 +149,12 @@ Value* KernelEmitter::float_to_int(Value* v, DType to) {
     return wide ? r : b_.CreateSExt(r, i64());
 }
 
+// A value of class `from` to dtype `to`'s register class; floats to integers as float_to_int.
+Value* KernelEmitter::convert_to(Value* v, Cls from, DType to) {
+    const Cls c = value_class(to);
+    return is_float_cls(from) && c == Cls::kI64 ? float_to_int(v, to) : convert(v, from, c);
+}
+
 Value* KernelEmitter::from_bf16_bits(Value* bits) {
     Value* w = b_.CreateShl(b_.CreateZExt(bits, llvm::Type::getInt32Ty(ctx_)), 16);
     return b_.CreateBitCast(w, f32());
@@ -215,8 +222,7 @@ Value* KernelEmitter::load(const Expr& x) {
 }
 
 void KernelEmitter::store(const Store& s, Value* v, Cls from) {
-    const Cls to = value_class(s.dtype);
-    v = is_float_cls(from) && to == Cls::kI64 ? float_to_int(v, s.dtype) : convert(v, from, to);
+    v = convert_to(v, from, s.dtype);
     llvm::Type* t = mem_type(s.dtype);
     switch (s.dtype) {
         case DType::kBFloat16: v = to_bf16_bits(v); break;
@@ -331,8 +337,7 @@ Value* KernelEmitter::apply(const Expr& x) {
     auto arg = [&](int i, Cls to) { return convert(eval(x.args[i]), argcls(i), to); };
     switch (op_kind(x.op)) {
         case OpKind::kCast: {
-            Value* v = is_float_cls(argcls(0)) && x.cls == Cls::kI64 ? float_to_int(eval(x.args[0]), x.dtype)
-                                                                      : arg(0, x.cls);
+            Value* v = convert_to(eval(x.args[0]), argcls(0), x.dtype);
             switch (x.dtype) {
                 case DType::kBFloat16: return round_bf16(v);
                 case DType::kFloat16: return b_.CreateFPExt(b_.CreateFPTrunc(v, llvm::Type::getHalfTy(ctx_)), f32());
