@@ -13,6 +13,7 @@ import torch
 from .resample_aa import ops as _resample_aa_ops
 from .fake_quantize import EAGER_ONLY as _FAKE_QUANTIZE_EAGER_ONLY, OPS as _fake_quantize_ops
 from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
+from .jagged import OPS as _jagged_ops
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
 from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
 
@@ -601,6 +602,7 @@ OWN = {
     "binary_cross_entropy": _binary_cross_entropy,
     "binary_cross_entropy.out": _with_out(_binary_cross_entropy, "out"),
     **_fake_quantize_ops,
+    **_jagged_ops,
     "upsample_bicubic2d_backward.grad_input": _with_out(_upsample_bicubic2d_backward),
     **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (
         ("leaky_relu_backward", torch.ops.aten.leaky_relu_backward.default),

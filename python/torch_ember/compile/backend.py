@@ -240,13 +240,22 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     # FX tracing state is process-wide, so it would race the compile thread (background.py).
     background = options.get("background", settings.background_compile()) and not _has_higher_order_ops(gm)
     options = {**options, "background": background}
-    if _is_symbolic(example_inputs):
+    if _is_symbolic(example_inputs) and not _has_jagged(example_inputs):
         return _specializing(gm, options)
     if background:
         return _in_background(gm, options)
     if _warm.enabled():
         return _compile_serializable(gm, example_inputs, options, mode)
     return _compile_static(gm, example_inputs, options)
+
+
+def _has_jagged(example_inputs) -> bool:
+    # A jagged nested tensor's ragged size is a nested int, which belongs to the shape environment
+    # Dynamo traced with: the graph is compiled from Dynamo's own inputs, symbolic (its ops then
+    # run as library steps, compile_data_dependent), rather than specialized per size.
+    from torch.nested._internal.nested_tensor import NestedTensor
+
+    return any(isinstance(x, NestedTensor) for x in example_inputs)
 
 
 def _has_higher_order_ops(gm: torch.fx.GraphModule) -> bool:

@@ -47,6 +47,7 @@ _PATCHES = {
     "torch._higher_order_ops.flex_attention": ("_flex_attention", "register_kernels"),
     "torch.nn.modules.transformer": ("_transformer", "patch_encoder"),
     "torch.nn.modules.activation": ("_transformer", "patch_multihead_attention"),
+    "torch.nested._internal.ops": ("_nested_attention", "patch_jagged_attention"),
     "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),
     "torch.optim.optimizer": ("_optim", "patch_capture_check"),
     "triton.backends": ("_triton", "register_backend"),
