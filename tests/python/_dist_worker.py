@@ -376,6 +376,29 @@ def case_ddp():
     dist.destroy_process_group()
 
 
+def case_ddp_compiled():
+    """torch.compile of a DDP model on ember: every step's gradients equal a single-process run."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    init()
+    E = "ember"
+    ref = _mlp().to(E)
+    ddp = DDP(_mlp().to(E))
+    run = torch.compile(ddp, backend="ember")
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = _batch(20 + step)
+        ref_opt.zero_grad()
+        torch.nn.functional.mse_loss(ref(x.to(E)), y.to(E)).backward()
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(run(_local(x).to(E)), _local(y).to(E)).backward()
+        _close(_grads(ddp.module), _grads(ref), f"compiled DDP grads, step {step}")
+        ref_opt.step()
+        opt.step()
+    dist.destroy_process_group()
+
+
 # ---------------------------------------------------------------------------------------------
 def case_errors():
     """Clear errors naming the op; a missing peer ends in a timeout error, not a hang."""

@@ -72,6 +72,12 @@ def test_ddp_buckets_no_sync_and_comm_hooks_match_one_process(tmp_path):
     _launch("ddp", tmp_path)
 
 
+def test_compiled_ddp_steps_match_one_process(tmp_path):
+    # DDP's reducer calls the process group's Python methods from C++ before each compiled
+    # forward (bucket rebuilding at the second step); Dynamo must not trace into them.
+    _launch("ddp_compiled", tmp_path, timeout=240)
+
+
 def test_collectives_run_in_stream_order_and_overlap_compute(tmp_path):
     _launch("stream_order", tmp_path)
 

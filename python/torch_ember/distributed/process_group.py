@@ -26,9 +26,10 @@ from . import reduce_ops
 from .comm import CommEngine
 from .staging import (DistributedError, check_devices, copy_back, flat, host_buffer, host_view,
                       host_views, to_host)
-from .work import PendingWork, completed
+from .work import PendingWork, completed, untraced
 
 
+@untraced
 class EmberProcessGroup(dist.ProcessGroup):
     def __init__(self, store: "dist.Store", rank: int, size: int, timeout: timedelta):
         super().__init__(rank, size)
@@ -428,6 +429,7 @@ def _current_stream_done(device: torch.device) -> None:
         torch.accelerator.current_stream(device.index).synchronize()
 
 
+@untraced
 class _AnySourceWork(PendingWork):
     """recv_anysource's Work: also says which rank the message came from."""
 
