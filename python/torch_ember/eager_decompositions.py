@@ -206,6 +206,32 @@ def _check_overlap(args) -> None:
                                "operation.")
 
 
+# Ops whose decomposition skips the argument checks of the CPU kernel, where PyTorch's meta kernel
+# has them (with the CPU's messages): reflect padding as wide as the input would wrap around,
+# and negative replicate padding would crop to nothing, where the CPU raises.
+_META_CHECKED = frozenset(f"{kind}_pad{n}d{suffix}" for kind in ("reflection", "replication")
+                          for n in (1, 2, 3) for suffix in ("", ".out"))
+
+
+def _check_on_meta(op, args, kwargs) -> None:
+    def meta(v):
+        if isinstance(v, torch.Tensor):
+            return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+        return v
+
+    op(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+
+
+def _check_smooth_l1(args, kwargs) -> None:
+    beta = args[3] if len(args) > 3 else kwargs.get("beta", 1.0)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+
+
+# Checks the CPU kernel makes that neither the decomposition nor the meta kernel does.
+_ARGUMENT_CHECKS = {"smooth_l1_loss": _check_smooth_l1, "smooth_l1_loss.out": _check_smooth_l1}
+
+
 # Dtypes the CPU kernel refuses (its "not implemented for" error) but the decomposition would
 # compute.
 _HALVES = (torch.float16, torch.bfloat16)
@@ -288,6 +314,10 @@ def _kernel(name: str):
             return _cpu(op, base, overload, args, kwargs)
         if name in _NO_OVERLAP:
             _check_overlap(args)
+        if name in _META_CHECKED:
+            _check_on_meta(op, args, kwargs)
+        if name in _ARGUMENT_CHECKS:
+            _ARGUMENT_CHECKS[name](args, kwargs)
         if decomposition is None:
             from torch._decomp import decomposition_table
             decomposition = OWN.get(name) or decomposition_table[op]

@@ -115,6 +115,20 @@ def test_errors_match_cpu():
     torch.ember.synchronize()
 
 
+@pytest.mark.parametrize("offsets, message", [([1, 0], "offsets\\[0\\] has to be 0"),
+                                              ([0, 9], "can not be greater than input's length"),
+                                              ([0, 3, 1], "non-decreasing")])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_bad_offsets_raise_like_cpu(offsets, message, include_last_offset):
+    # Bags starting elsewhere than 0, past the end or before the previous bag: the CPU raises,
+    # and summing them anyway would read the wrong rows.
+    idx, off = torch.tensor([1, 2, 3, 4]), torch.tensor(offsets)
+    with pytest.raises(RuntimeError):
+        F.embedding_bag(idx, W, off, include_last_offset=include_last_offset)
+    with pytest.raises(RuntimeError, match=message):
+        F.embedding_bag(idx.to("ember"), W.to("ember"), off.to("ember"), include_last_offset=include_last_offset)
+
+
 def test_sparse_gradients_are_refused_clearly():
     w = W.to("ember").requires_grad_()
     out = F.embedding_bag(IDX.to("ember"), w, OFF.to("ember"), sparse=True)

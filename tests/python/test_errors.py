@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+import torch.nn.functional as F
 import torch_ember
 
 ASSERT_MSG = "Expected Tensor with single nonzero value"
@@ -413,6 +414,25 @@ def test_out_aliasing_an_input_is_refused(op):
         torch.tensor([0, 1, 2, 3], device="ember")
     with pytest.raises(RuntimeError, match="refer to a single memory location"):
         torch.gather(x, 1, idx, out=x) if op == "gather" else torch.index_select(x, 0, idx, out=x)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: F.pad(x[0, :, 0, :3], (3, 3), mode="reflect"), "Padding size should be less than"),
+    (lambda x: F.pad(x[:, :, :2, :2], (2, 2, 0, 0), mode="reflect"), "Padding size should be less than"),
+    (lambda x: F.pad(x.unsqueeze(2)[..., :2, :2, :2], (0, 0, 0, 0, 2, 2), mode="reflect"),
+     "Padding size should be less than"),
+    (lambda x: F.pad(x[0, :, 0, :3], (-4, 1), mode="replicate"), "is too small"),
+    (lambda x: F.smooth_l1_loss(x, x.flip(-1), beta=-1.0), "negative values for beta"),
+])
+def test_decomposed_ops_check_arguments_like_cpu(call, message):
+    # Reflect padding as wide as the input would wrap around instead of raising.
+    x = torch.randn(1, 2, 4, 4)
+    with pytest.raises(RuntimeError, match=message):
+        call(x)
+    with pytest.raises(RuntimeError, match=message):
+        call(x.to("ember"))
+    torch.testing.assert_close(F.pad(x.to("ember"), (3, 3, 2, 2), mode="reflect").cpu(),
+                               F.pad(x, (3, 3, 2, 2), mode="reflect"))
 
 
 def test_gelu_rejects_unknown_approximation_like_cpu():

@@ -258,6 +258,19 @@ Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool includ
     TORCH_CHECK(!include_last_offset || offsets.size(0) >= 1, "include_last_offset: numBags should be at least 1");
     Bags b;
     const int64_t n = indices.size(0);
+    if (offsets.numel() > 0) {
+        // The CPU kernel's checks, read back once: bags that start elsewhere than 0, past the
+        // end or before the previous bag would otherwise be summed from the wrong rows.
+        at::Tensor o = offsets.to(at::kLong);
+        at::Tensor least_step = o.numel() > 1 ? o.diff().min() : at::zeros({}, o.options());
+        at::Tensor facts = at::stack({o[0], o[-1], least_step}).cpu();
+        const int64_t* f = facts.data_ptr<int64_t>();
+        TORCH_CHECK(f[0] == 0, "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                    "position 0. However, got ", f[0]);
+        TORCH_CHECK(f[1] <= n, "offsets[-1] can not be greater than input's length ", n, " but got offsets[-1] of ",
+                    f[1]);
+        TORCH_CHECK(f[2] >= 0, "embedding_bag: offsets must be non-decreasing");
+    }
     b.bags = offsets.size(0) - (include_last_offset ? 1 : 0);
     b.idx = indices.to(at::kLong);
     // Each bag start adds one at its offset; a running sum then names each index's bag. Empty
