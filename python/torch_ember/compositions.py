@@ -14,24 +14,9 @@ from .resample_aa import ops as _resample_aa_ops
 from .fake_quantize import EAGER_ONLY as _FAKE_QUANTIZE_EAGER_ONLY, OPS as _fake_quantize_ops
 from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
 from .jagged import OPS as _jagged_ops
+from .padding import ops as _padding_ops
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
 from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
-
-
-def _replication_pad_backward(grad, self, padding):
-    """The adjoint of edge padding: each padded position's gradient goes back to the edge cell it
-    copied, dim by dim from the last (padding lists (left, right) pairs from the last dim)."""
-    if any(p < 0 for p in padding):
-        return NotImplemented  # cropping: the CPU kernel's rules
-    g = grad
-    for k in range(len(padding) // 2):
-        dim = self.dim() - 1 - k
-        left, size = padding[2 * k], self.shape[dim]
-        src = torch.arange(g.shape[dim], device=g.device) - left
-        shape = list(g.shape)
-        shape[dim] = size
-        g = g.new_zeros(shape).index_add(dim, src.clamp(0, size - 1), g)  # functional: compiled graphs use it too
-    return g
 
 
 def _shrink_backward(grad, self, lambd):
@@ -92,7 +77,7 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
     if values.dim() != sorted_sequence.dim() or values.shape[:-1] != rows or values.numel() * m > 1 << 27:
         return NotImplemented  # the CPU's error, or a comparison table too large to build
     seq, v = sorted_sequence.unsqueeze(-2), values.unsqueeze(-1)
-    below = ((v < seq) if right else (v <= seq)).logical_not_()
+    below = ((v < seq) if right else (v <= seq)).logical_not()  # functional: compiled graphs use it too
     return below.sum(-1, dtype=torch.int32 if out_int32 else torch.int64)
 
 
@@ -563,8 +548,7 @@ def _with_out(fn, out_name="grad_input"):
 
 
 OWN = {
-    **{f"replication_pad{n}d_backward": _replication_pad_backward for n in (1, 2, 3)},
-    **{f"replication_pad{n}d_backward.grad_input": _with_out(_replication_pad_backward) for n in (1, 2, 3)},
+    **_padding_ops(_with_out),
     "softshrink_backward": _shrink_backward, "softshrink_backward.grad_input": _with_out(_shrink_backward),
     "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
     "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,
