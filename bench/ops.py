@@ -103,6 +103,27 @@ def case_embedding(vocab, dim, tokens):
     return make
 
 
+def case_pad(shape, padding, mode, backward=False):
+    def make(device):
+        (a,) = tensors(shape, device, n=1)
+        if not backward:
+            return lambda: F.pad(a, padding, mode=mode)
+        op = {"reflect": torch.ops.aten.reflection_pad2d_backward,
+              "replicate": torch.ops.aten.replication_pad2d_backward}[mode]
+        (g,) = tensors(F.pad(a, padding, mode=mode).shape, device, n=1)
+        return lambda: op(g, a, list(padding))
+    return make
+
+
+def case_grid_sample(shape, mode):
+    def make(device):
+        (a,) = tensors(shape, device, n=1)
+        theta = torch.tensor([[0.9, 0.1, 0.05], [-0.1, 0.95, 0.0]]).expand(shape[0], 2, 3).to(device)
+        grid = F.affine_grid(theta, list(shape), align_corners=False)
+        return lambda: F.grid_sample(a, grid, mode=mode, align_corners=False)
+    return make
+
+
 def case_adamw(numel, count, **options):
     """options: foreach=False (the per-tensor loop, CPU's default), or fused=True on both."""
     def make(device):
@@ -132,6 +153,11 @@ if __name__ == "__main__":
         ("layer_norm 4096x1024", case_layer_norm((4096, 1024))),
         ("sdpa causal 8x8x256x64", case_sdpa(8, 8, 256, 64)),
         ("embedding 32000x512 x 4096", case_embedding(32000, 512, 4096)),
+        ("reflect pad 8x32x64x64 by 3", case_pad((8, 32, 64, 64), (3, 3, 3, 3), "reflect")),
+        ("reflect pad backward 8x32x64x64 by 3", case_pad((8, 32, 64, 64), (3, 3, 3, 3), "reflect", True)),
+        ("replicate pad 8x32x64x64 by 3", case_pad((8, 32, 64, 64), (3, 3, 3, 3), "replicate")),
+        ("replicate pad backward 8x32x64x64 by 3", case_pad((8, 32, 64, 64), (3, 3, 3, 3), "replicate", True)),
+        ("grid_sample bilinear 8x16x64x64", case_grid_sample((8, 16, 64, 64), "bilinear")),
         ("adamw step 24 x 64K", case_adamw(1 << 16, 24, foreach=False)),
         ("adamw fused step 24 x 64K", case_adamw(1 << 16, 24, fused=True)),
     ]

@@ -1,5 +1,6 @@
 #include "kernels/index/index.h"
 
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -54,38 +55,94 @@ Status index_select(const TensorView& out, const TensorView& in, const TensorVie
     return Status();
 }
 
+namespace {
+
+// Visits positions [b, e) of a row-major walk over `sizes` (nd >= 1), calling f(off) with each
+// view's element offset. Coordinates advance by increments, with a carry once per row, rather
+// than dividing every position back into coordinates.
+template <int K, typename F>
+void walk(int nd, const int64_t* sizes, const std::array<const int64_t*, K>& strides, int64_t b, int64_t e, F&& f) {
+    int64_t coord[kMaxDims] = {};
+    std::array<int64_t, K> off{};
+    for (int64_t rest = b, d = nd - 1; d >= 0; --d) {
+        coord[d] = rest % sizes[d];
+        rest /= sizes[d];
+        for (int k = 0; k < K; ++k) off[k] += coord[d] * strides[k][d];
+    }
+    const int last = nd - 1;
+    for (int64_t p = b; p < e; ++p) {
+        f(off);
+        for (int k = 0; k < K; ++k) off[k] += strides[k][last];
+        if (++coord[last] < sizes[last]) continue;
+        for (int d = last; d > 0 && coord[d] == sizes[d]; --d) {  // carry
+            for (int k = 0; k < K; ++k) off[k] += strides[k][d - 1] - coord[d] * strides[k][d];
+            coord[d] = 0;
+            ++coord[d - 1];
+        }
+    }
+}
+
+struct Bytes16 {
+    uint64_t lo, hi;
+};
+
+template <typename T>
+void gather_elements(const TensorView& out, const TensorView& in, const TensorView& index, int dim,
+                     const int64_t* in_strides, int64_t b, int64_t e) {
+    auto* o = static_cast<T*>(out.data);
+    const auto* x = static_cast<const T*>(in.data);
+    const auto* idx = static_cast<const int64_t*>(index.data);
+    const int64_t along = in.strides[dim];
+    walk<3>(index.ndim, index.sizes, {out.strides, index.strides, in_strides}, b, e,
+            [&](const std::array<int64_t, 3>& off) { o[off[0]] = x[off[2] + idx[off[1]] * along]; });
+}
+
+}  // namespace
+
 Status gather(const TensorView& out, const TensorView& in, const TensorView& index, int dim,
               runtime::ThreadPool* pool) {
     if (out.ndim != index.ndim || in.ndim != index.ndim || dim < 0 || dim >= std::max(1, in.ndim)) {
         return invalid_argument("gather: out, input and index need the same rank");
     }
     if (index.dtype != DType::kInt64 || in.dtype != out.dtype) return invalid_argument("gather: dtypes");
-    const int nd = index.ndim;
     const int64_t n = index.numel(), es = element_size(in.dtype);
-    const int64_t limit = nd == 0 ? 1 : in.sizes[dim];
-    // Checked first, so a bad index leaves out untouched (the error surfaces at the next sync).
-    auto offset = [&](const TensorView& v, int64_t linear, int skip, int64_t replace) {
-        int64_t off = 0;
-        for (int d = nd - 1; d >= 0; --d) {
-            int64_t c = linear % index.sizes[d];
-            linear /= index.sizes[d];
-            off += (d == skip ? replace : c) * v.strides[d];
-        }
-        return off;
-    };
-    const auto* idx = static_cast<const int64_t*>(index.data);
-    for (int64_t p = 0; p < n; ++p) {
-        int64_t j = idx[offset(index, p, -1, 0)];
-        if (j < 0 || j >= limit) {
-            return invalid_argument("gather: index " + std::to_string(j) + " is out of bounds for dimension " +
-                                    std::to_string(dim) + " with size " + std::to_string(limit));
+    if (n == 0) return Status();
+    // A 0-d gather is a 1-d one of one element.
+    TensorView o = out, x = in, ix = index;
+    for (TensorView* v : {&o, &x, &ix}) {
+        if (v->ndim == 0) {
+            v->ndim = 1;
+            v->sizes[0] = 1;
+            v->strides[0] = 0;
         }
     }
+    const int64_t limit = x.sizes[dim];
+    // Checked first, so a bad index leaves out untouched (the error surfaces at the next sync).
+    const auto* idx = static_cast<const int64_t*>(ix.data);
+    int64_t bad = -1;
+    bool found = false;
+    walk<1>(ix.ndim, ix.sizes, {ix.strides}, 0, n, [&](const std::array<int64_t, 1>& off) {
+        const int64_t j = idx[off[0]];
+        if (!found && (j < 0 || j >= limit)) {
+            found = true;
+            bad = j;
+        }
+    });
+    if (found) {
+        return invalid_argument("gather: index " + std::to_string(bad) + " is out of bounds for dimension " +
+                                std::to_string(dim) + " with size " + std::to_string(limit));
+    }
+    // The input is walked over the index's shape with its own strides, except along `dim`,
+    // where the index value places the read.
+    int64_t in_strides[kMaxDims];
+    for (int d = 0; d < x.ndim; ++d) in_strides[d] = d == dim ? 0 : x.strides[d];
     auto body = [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) {
-            int64_t j = idx[offset(index, p, -1, 0)];
-            std::memcpy(static_cast<char*>(out.data) + offset(out, p, -1, 0) * es,
-                        static_cast<const char*>(in.data) + offset(in, p, nd == 0 ? -1 : dim, j) * es, es);
+        switch (es) {
+            case 1: return gather_elements<uint8_t>(o, x, ix, dim, in_strides, b, e);
+            case 2: return gather_elements<uint16_t>(o, x, ix, dim, in_strides, b, e);
+            case 4: return gather_elements<uint32_t>(o, x, ix, dim, in_strides, b, e);
+            case 8: return gather_elements<uint64_t>(o, x, ix, dim, in_strides, b, e);
+            default: return gather_elements<Bytes16>(o, x, ix, dim, in_strides, b, e);
         }
     };
     if (pool) pool->parallel_for(n, runtime::kParallelGrain / 4, body);
