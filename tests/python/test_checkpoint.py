@@ -100,3 +100,24 @@ def test_compiled_checkpoint_with_dropout_over_several_shapes(dynamic):
         y.sum().backward()
         kept = (y != 0).float() / (1 - p)
         torch.testing.assert_close(x.grad, kept @ lin.weight, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_checkpointed_batchnorm_in_training_mode(compiled):
+    # The region updates running statistics in place; the compiled forward must not leave that
+    # update for after the backward saved the buffers (autograd then refuses to run). Eager
+    # recomputation updates the statistics a second time and a compiled region does not (as with
+    # every PyTorch backend), so the compiled reference is the CPU's own compiled run.
+    def run(device, backend):
+        torch.manual_seed(0)
+        block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Tanh()).to(device)
+        fn = lambda x: checkpoint(block, x, use_reentrant=False)  # noqa: E731
+        step = torch.compile(fn, backend=backend) if compiled else fn
+        x = torch.linspace(-2, 3, 32).reshape(8, 4).to(device).requires_grad_()
+        for _ in range(2):
+            step(x).pow(2).sum().backward()
+        return [t.detach().cpu() for t in (x.grad, block[0].weight.grad, block[1].weight.grad,
+                                            block[1].running_mean, block[1].running_var)]
+
+    for got, want in zip(run("ember", "ember"), run("cpu", "aot_eager")):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -314,7 +314,11 @@ def _compile_static(gm, example_inputs, options, recompile_reason="", serializab
             return _warm.serializable_compiler(compile_fx)
         return compile_fx
 
+    # Input mutations stay in the graph (a copy_ into the input, fx_to_ir.py): as an epilogue
+    # after the compiled forward, a running-stat update inside a checkpointed region bumped the
+    # version of a buffer the backward had saved, and the backward refused to run.
     aot = aot_autograd(fw_compiler=compiler("fw"), bw_compiler=compiler("bw"),
-                       inference_compiler=compiler("inference"), decompositions=decomposition_table())
+                       inference_compiler=compiler("inference"), decompositions=decomposition_table(),
+                       keep_inference_input_mutations=True)
     with _background.trace_lock:
         return aot(gm, example_inputs)

@@ -99,9 +99,13 @@ class CompiledGraph:
 
     def __call__(self, *args):
         ins = [args[i] for i in self._positions]
-        for i in self._move:
-            ins[i] = ins[i].to(self._device)
         copied = []
+        for i in self._move:
+            # A CPU input (an optimizer's step count) runs from a device copy; one the graph
+            # writes in place gets the result back.
+            moved = ins[i].to(self._device)
+            copied.append((i, ins[i], moved))
+            ins[i] = moved
         for i, t in enumerate(ins):
             # A lazily negated or conjugated view (what `z.conj().imag` is, in eager mode and
             # from a library step alike) holds the values before the negation; the executable
