@@ -264,7 +264,12 @@ Value* KernelEmitter::eval(int e) {
     switch (x.kind) {
         case Expr::kConst: r = constant(x.cls, x.f, x.i); break;
         case Expr::kLoad: r = load(x); break;
-        case Expr::kReduced: r = reduced_[static_cast<size_t>(x.reduction)]; break;
+        case Expr::kReduced: {  // a float64 accumulator of a float32 sum is rounded here
+            const Reduction& red = k_.reductions[static_cast<size_t>(x.reduction)];
+            r = reduced_[static_cast<size_t>(x.reduction)];
+            if (red.acc != x.cls) r = convert(r, red.acc, x.cls);
+            break;
+        }
         case Expr::kOp: r = apply(x); break;
         case Expr::kInRange: {
             Value* v = eval_idx(x.addr);

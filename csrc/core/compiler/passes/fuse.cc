@@ -35,6 +35,9 @@ int own_cost(Op op) {
     }
 }
 
+// Sums of more values than this accumulate float32 in float64 (see the reduction root below).
+constexpr int64_t kLongSum = 8192;
+
 Cls acc_class(Op op, DType in) {
     Cls c = value_class(in);
     return c == Cls::kBool ? Cls::kI64 : c;
@@ -334,6 +337,12 @@ bool Fuser::place_root(int v) {
             red.acc = acc_class(n.op, g_.node(n.inputs[0]).dtype);
             red.count = 1;
             for (int d : s.inner_dims) red.count *= s.shape[d];
+            const Cls value_cls = (n.op == Op::kMean && !is_float_cls(red.acc)) ? Cls::kF32 : red.acc;
+            // A long float32 sum adds each value to one of a few running partial sums (one per
+            // vector lane), so its error grows with the count: 1% for 2^25 values. Past
+            // kLongSum values the partial sums are kept in float64, and the result rounded once.
+            if (red.acc == Cls::kF32 && (n.op == Op::kSum || n.op == Op::kMean) && red.count > kLongSum)
+                red.acc = Cls::kF64;
             c.k->reductions.push_back(red);
             const int rid = static_cast<int>(c.k->reductions.size()) - 1;
             ri.kind = RootInfo::kReduce;
@@ -343,7 +352,7 @@ bool Fuser::place_root(int v) {
             Expr x;
             x.kind = Expr::kReduced;
             x.reduction = rid;
-            x.cls = (n.op == Op::kMean && !is_float_cls(red.acc)) ? Cls::kF32 : red.acc;
+            x.cls = value_cls;
             ri.expr = add_expr(c, x);
             ri.out_idx = kept_idx(s, reduce_keepdim(n) ? 1 : 2);
         } else if (form == 0) {
