@@ -57,6 +57,8 @@ def test_searchsorted_per_row_matches_cpu(right, out_int32, native_only):
     got = torch.searchsorted(seq.to("ember"), vals.to("ember"), right=right, out_int32=out_int32)
     assert got.dtype == ref.dtype
     torch.testing.assert_close(got.cpu(), ref, rtol=0, atol=0)
+    compiled = torch.compile(lambda s, v: torch.searchsorted(s, v, right=right, out_int32=out_int32), backend="ember")
+    torch.testing.assert_close(compiled(seq.to("ember"), vals.to("ember")).cpu(), ref, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])

@@ -44,3 +44,24 @@ def test_export_runs_on_ember(models):
     m, me, x = models
     ep = torch.export.export(me, (x.to("ember"),))
     torch.testing.assert_close(ep.module()(x.to("ember")).cpu(), m(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("transform", ["vmap", "vmap_grad", "grad", "vmap_compiled"])
+def test_attention_under_func_transforms(transform, native_only):
+    # Ensembles and per-sample gradients of attention models: the fused attention op has no
+    # batching rule, so under torch.func the math path runs.
+    import torch.nn.functional as F
+
+    q = torch.randn(3, 2, 4, 5, 8, generator=torch.Generator().manual_seed(0))
+
+    def attend(t):
+        return F.scaled_dot_product_attention(t, t.flip(-1), t, is_causal=True)
+
+    def loss(t):
+        return attend(t).square().sum()
+
+    fn = {"vmap": vmap(attend), "vmap_grad": vmap(grad(loss)), "grad": grad(loss),
+          "vmap_compiled": torch.compile(vmap(attend), backend="ember")}[transform]
+    x = q[0] if transform == "grad" else q
+    torch.testing.assert_close(fn(x.to("ember")).cpu(), fn(x) if transform != "vmap_compiled" else vmap(attend)(x),
+                               rtol=1e-4, atol=1e-5)

@@ -313,6 +313,28 @@ def test_group_norm_half_input_rounds_once_as_the_cpu(param_dtype, native_only):
         torch.testing.assert_close(a.cpu(), e, rtol=1e-2, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("param_dtype", ["same", torch.float32, None])
+def test_group_norm_half_backward_is_native(dtype, param_dtype, native_only):
+    # A bfloat16 diffusion UNet's GroupNorm backward ran on the CPU. It computes in float and
+    # rounds once, as the CPU kernel does.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 8, 5, 5, generator=g).to(dtype)
+    pdt = dtype if param_dtype == "same" else param_dtype
+    w = None if pdt is None else (torch.rand(8, generator=g) + 0.5).to(pdt)
+    b = None if pdt is None else torch.randn(8, generator=g).to(pdt)
+    dy = torch.randn(2, 8, 5, 5, generator=g).to(dtype)
+
+    def grads(device):
+        ts = [t.to(device).requires_grad_() if t is not None else None for t in (x, w, b)]
+        F.group_norm(ts[0], 4, ts[1], ts[2]).backward(dy.to(device))
+        return [t.grad.cpu() for t in ts if t is not None]
+
+    for got, want in zip(grads("ember"), grads("cpu")):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+
+
 def test_addbmm_half_rounds_once(native_only):
     g = torch.Generator().manual_seed(1)
     b1, b2 = (torch.randn(5, 5, 5, generator=g) * 4).bfloat16(), (torch.randn(5, 5, 10, generator=g) * 4).bfloat16()

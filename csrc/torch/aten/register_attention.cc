@@ -43,6 +43,13 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
               sz(k, 2) == sz(v, 2) && sz(q, 3) == sz(k, 3) && sz(k, 1) > 0 &&
               (sz(q, 1) == sz(k, 1) || (enable_gqa && sz(q, 1) % sz(k, 1) == 0)) &&
               on_device(q.device(), k) && on_device(q.device(), v) && on_device(q.device(), mask);
+    // Under torch.func.vmap the fused op has no batching rule; the math path's ops do. In
+    // vmap(grad(f)) the batched tensor hides under grad's wrapper, which the key set does not
+    // tell from grad(f) alone: every torch.func transform takes the math path.
+    for (const at::Tensor* t : {&q, &k, &v})
+        if (t->key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::FuncTorchBatched,
+                                                      c10::DispatchKey::FuncTorchGradWrapper})))
+            ok = false;
     if (ok && mask && mask->defined()) {
         const at::Tensor& m = *mask;
         ok = !m.requires_grad() && m.dim() <= 4 &&

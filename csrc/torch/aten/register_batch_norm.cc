@@ -311,6 +311,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
     const at::Tensor& grad, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& rstd,
     const std::optional<at::Tensor>& weight, int64_t N, int64_t C, int64_t HxW, int64_t group,
     std::array<bool, 3> mask) {
+    const c10::ScalarType dt = x.scalar_type();
+    if ((dt == at::kBFloat16 || dt == at::kHalf) && grad.scalar_type() == dt && x.numel() > 0) {
+        // In float, rounded once at the end, as the forward (and the CPU kernel) computes them;
+        // the parameters' gradients come in the parameters' dtype.
+        auto widen = [](const at::Tensor& t) { return t.to(at::kFloat); };
+        std::optional<at::Tensor> w;
+        if (weight && weight->defined()) w = widen(*weight);
+        auto [gi, gw, gb] = group_norm_backward(widen(grad), widen(x), widen(mean), widen(rstd), w, N, C, HxW,
+                                                group, mask);
+        const c10::ScalarType pt = weight && weight->defined() ? weight->scalar_type() : dt;
+        return {gi.defined() ? gi.to(dt) : gi, gw.defined() ? gw.to(pt) : gw, gb.defined() ? gb.to(pt) : gb};
+    }
     bool ok = (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && grad.scalar_type() == x.scalar_type() &&
               mean.scalar_type() == x.scalar_type() && same_float(x, weight) && x.numel() > 0 && group > 0 && C % group == 0;
     if (!ok) {
