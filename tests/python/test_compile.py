@@ -528,6 +528,31 @@ def test_new_shapes_compile_static_specializations(dynamic):
     assert all(r["kernels"] and not r["library_ops"] for r in recs), recs
 
 
+def test_a_growing_kv_cache_stops_compiling_after_a_few_sizes():
+    # A decoding step attends over a cache that grows by one position per call: after
+    # SPECIALIZATIONS sizes the graph compiles once with symbolic sizes and later steps run its
+    # ops as library steps, instead of a compile per token.
+    from torch_ember.compile.backend import SPECIALIZATIONS
+
+    def step(kc, q, k, pos):
+        kc[:, pos:pos + 1] = k
+        keys = kc[:, :pos + 1]
+        return (q @ keys.transpose(-1, -2)).softmax(-1) @ keys
+
+    steps = SPECIALIZATIONS + 6
+    g = torch.Generator().manual_seed(0)
+    qs, ks = torch.randn(steps, 2, 1, 8, generator=g), torch.randn(steps, 2, 1, 8, generator=g)
+    kc_cpu, kc = torch.zeros(2, 32, 8), torch.zeros(2, 32, 8, device="ember")
+    f = torch.compile(step, backend="ember")
+    for pos in range(steps):
+        want = step(kc_cpu, qs[pos], ks[pos], pos)
+        torch.testing.assert_close(f(kc, qs[pos].to("ember"), ks[pos].to("ember"), pos).cpu(), want)
+    torch.testing.assert_close(kc.cpu(), kc_cpu)
+    recs = torch_ember.compile_stats()
+    assert len(recs) <= SPECIALIZATIONS + 2, [r["recompile_reason"] for r in recs]
+    assert "library steps" in recs[-1]["recompile_reason"]
+
+
 # --- cache and logging -------------------------------------------------------------------------
 _CHILD = textwrap.dedent("""
     import json, sys, warnings, torch, torch_ember
