@@ -82,6 +82,14 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
 
 
 
+def _int_mm(self, mat2):
+    """int8 x int8 -> int32 (torchao's dynamic int8 quantization): the int32 product is exact
+    and wraps as the CPU kernel's int32 accumulation does."""
+    if self.dtype != torch.int8 or mat2.dtype != torch.int8 or self.dim() != 2 or mat2.dim() != 2:
+        return NotImplemented  # the CPU's error
+    return torch.mm(self.to(torch.int32), mat2.to(torch.int32))
+
+
 def _cdist_forward(x1, x2, p, compute_mode):
     """Pairwise p-norm distances of x1 [.., P, M] and x2 [.., R, M]. For p = 2 the CPU's choice
     of form: through a matrix product when compute_mode asks for it (or, by default, past 25
@@ -584,6 +592,7 @@ OWN = {
     "is_set_to": _is_set_to, "linalg_matrix_exp": _matrix_exp,
     "rrelu_with_noise": _rrelu_with_noise, "rrelu_with_noise_": _rrelu_with_noise_,
     "binary_cross_entropy": _binary_cross_entropy,
+    "_int_mm": _int_mm, "_int_mm.out": _with_out(_int_mm, "out"),
     "binary_cross_entropy.out": _with_out(_binary_cross_entropy, "out"),
     **_fake_quantize_ops,
     **_jagged_ops,

@@ -110,7 +110,7 @@ OPS = (
     "_fake_quantize_learnable_per_tensor_affine_backward", "_fake_quantize_learnable_per_channel_affine",
     "_fake_quantize_learnable_per_channel_affine_backward", "is_set_to", "linalg_matrix_exp",
     "tril_indices", "triu_indices", "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_backward",
-    "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward",
+    "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward", "_int_mm", "_int_mm.out",
     *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
       for suffix in ("", ".out", "_backward", "_backward.grad_input")),
 )
@@ -135,7 +135,8 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "special_log_ndtr", "special_log_ndtr.out", "nansum", "nansum.out", "aminmax",
                         "aminmax.out", "masked_scatter_",
                         # a nested tensor's packed values, of any dtype, and its offsets
-                        "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward"})
+                        "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward",
+                        "_int_mm", "_int_mm.out"})
 
 # Ops served for integer inputs but not bool ones, which their CPU kernels refuse (the
 # decomposition would compute them). linspace/logspace are not here: with fractional endpoints

@@ -134,3 +134,18 @@ def test_sparse_gradients_are_refused_clearly():
     out = F.embedding_bag(IDX.to("ember"), w, OFF.to("ember"), sparse=True)
     with pytest.raises(NotImplementedError, match="sparse gradients"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("padding_idx", [None, 1])
+def test_embedding_scale_grad_by_freq_is_native(dtype, padding_idx, native_only):
+    # nn.Embedding(scale_grad_by_freq=True): each use of a row divided by the row's count.
+    idx = torch.tensor([[1, 1, 2], [3, 1, 0]])
+    g = torch.arange(24.0).reshape(2, 3, 4).to(dtype)
+
+    def grad(device):
+        w = W[:, :4].detach().to(dtype).to(device).clone().requires_grad_()
+        F.embedding(idx.to(device), w, padding_idx=padding_idx, scale_grad_by_freq=True).backward(g.to(device))
+        return w.grad.cpu()
+
+    torch.testing.assert_close(grad("ember"), grad("cpu"))

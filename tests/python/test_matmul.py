@@ -164,3 +164,19 @@ def test_half_products_accumulate_in_float32_and_round_once(dtype, no_fallback):
     nan = torch.full((40, 24), float("nan"), dtype=dtype)
     r = torch.addmm(e(nan), e(a[0]), e(b[0]), beta=0, alpha=-1.0)
     torch.testing.assert_close(r.cpu(), (-(a[0].float() @ b[0].float())).to(dtype), atol=0, rtol=2 ** -7)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_int8_matmul_is_exact_and_wraps_like_cpu(compiled, no_fallback):
+    # torch._int_mm (int8 x int8 -> int32, torchao's dynamic quantization): exact, and a sum past
+    # int32 wraps as the CPU's int32 accumulation does.
+    g = torch.Generator().manual_seed(0)
+    cases = [(torch.randint(-128, 128, (32, 64), generator=g, dtype=torch.int8),
+              torch.randint(-128, 128, (64, 16), generator=g, dtype=torch.int8)),
+             (torch.full((2, 140000), 127, dtype=torch.int8), torch.full((140000, 2), 127, dtype=torch.int8))]
+    fn = torch.compile(torch._int_mm, backend="ember") if compiled else torch._int_mm
+    for a, b in cases:
+        assert torch.equal(fn(a.to("ember"), b.to("ember")).cpu(), torch._int_mm(a, b))
+    out = torch.empty(32, 16, dtype=torch.int32, device="ember")
+    torch._int_mm(cases[0][0].to("ember"), cases[0][1].to("ember"), out=out)
+    assert torch.equal(out.cpu(), torch._int_mm(*cases[0]))

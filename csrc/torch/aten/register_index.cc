@@ -122,7 +122,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
                                     c10::SymInt padding_idx, bool scale_grad_by_freq) {
     if (indices.scalar_type() == at::kInt && on_device(grad.device(), indices))
         return embedding_dense_backward(grad, indices.to(at::kLong), num_weights, padding_idx, scale_grad_by_freq);
-    bool ok = !scale_grad_by_freq && indices.scalar_type() == at::kLong && at::isFloatingType(grad.scalar_type()) &&
+    bool ok = indices.scalar_type() == at::kLong && at::isFloatingType(grad.scalar_type()) &&
               on_device(grad.device(), indices);
     if (!ok) {
         return cpu_symint<ATEN_OP(embedding_dense_backward)>(grad, indices, num_weights, padding_idx, scale_grad_by_freq);
@@ -131,6 +131,12 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
     int64_t width = grad.size(-1);
     at::Tensor idx = indices.reshape({-1}).contiguous();
     at::Tensor src = grad.contiguous().view({idx.size(0), width});
+    if (scale_grad_by_freq) {
+        // Each row's gradient divided by how often its index occurs in the batch, as the CPU
+        // scales it (1 / count in the gradient's dtype) before adding.
+        at::Tensor counts = at::zeros({rows}, idx.options()).index_add_(0, idx, at::ones_like(idx));
+        src = src.mul(counts.index_select(0, idx).to(grad.scalar_type()).reciprocal().unsqueeze(1));
+    }
     at::Tensor out = at::zeros({rows, width}, grad.options());
     kernels::TensorView o = view_of(out), s = view_in(src), x = view_in(idx);
     int64_t skip = padding_idx.expect_int();
