@@ -219,6 +219,17 @@ def test_upsample_nearest_channels_last_and_bf16(native_only):
     fwd_bwd(lambda t: F.interpolate(t, size=(7, 13), mode="nearest-exact"), x.bfloat16(), torch.bfloat16)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_upsample_nearest_of_uint8_images(mode, channels_last, native_only):
+    x = torch.randint(0, 256, (2, 3, 5, 7), dtype=torch.uint8, generator=torch.Generator().manual_seed(6))
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    for kw in (dict(scale_factor=2), dict(size=(9, 4)), dict(scale_factor=1.7)):
+        got, want = F.interpolate(x.to("ember"), mode=mode, **kw), F.interpolate(x, mode=mode, **kw)
+        assert torch.equal(got.cpu(), want) and got.stride() == want.stride(), kw
+
+
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("case", [("linear", (2, 3, 7), dict(scale_factor=2)), ("linear", (2, 3, 7), dict(size=4)),
                                   ("bilinear", (1, 2, 5, 4), dict(scale_factor=(1.7, 3))),

@@ -55,8 +55,10 @@ at::Tensor nearest_source(int64_t in, int64_t out, std::optional<double> scale, 
     return device_table(std::move(idx), at::kLong, dev);
 }
 
-bool nearest_native(const at::Tensor& t, size_t spatial) {
-    return at::isFloatingType(t.scalar_type()) && t.dim() == static_cast<int64_t>(spatial) + 2;
+// The forward also takes uint8 images, as the CPU kernel does (it copies values).
+bool nearest_native(const at::Tensor& t, size_t spatial, bool forward = false) {
+    return (at::isFloatingType(t.scalar_type()) || (forward && t.scalar_type() == at::kByte)) &&
+           t.dim() == static_cast<int64_t>(spatial) + 2;
 }
 
 // Each spatial axis gathered by its source indices; the backward adds each output gradient back
@@ -88,11 +90,11 @@ at::Tensor nearest_backward(const at::Tensor& grad, at::IntArrayRef out_size, at
 
 #define EMBER_NEAREST(name, exact, n, SCALE_PARAMS, ...)                                                          \
     at::Tensor name(const at::Tensor& self, at::IntArrayRef out_size, SCALE_PARAMS) {                                 \
-        if (!nearest_native(self, n)) return cpu<ATEN_OP(name)>(self, out_size, __VA_ARGS__);                          \
+        if (!nearest_native(self, n, true)) return cpu<ATEN_OP(name)>(self, out_size, __VA_ARGS__);                    \
         return nearest_forward(self, out_size, {__VA_ARGS__}, exact);                                                 \
     }                                                                                                                 \
     at::Tensor& name##_out(const at::Tensor& self, at::IntArrayRef out_size, SCALE_PARAMS, at::Tensor& out) {         \
-        if (!nearest_native(self, n) || out.scalar_type() != self.scalar_type())                                       \
+        if (!nearest_native(self, n, true) || out.scalar_type() != self.scalar_type())                                 \
             return cpu<ATEN_OP2(name, out)>(self, out_size, __VA_ARGS__, out);                                         \
         at::Tensor r = nearest_forward(self, out_size, {__VA_ARGS__}, exact);                                         \
         resize_out(out, r.sizes(), {&self});                                                                          \
