@@ -350,6 +350,28 @@ def test_grid_sample_forward_backward(mode, padding_mode, align_corners, dims, n
             torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_half_computes_in_float(dtype, mode, native_only):
+    # The CPU's bfloat16 kernel does its coordinate arithmetic in bfloat16, so nearest sampling
+    # picks neighbouring pixels (errors near 1 against float64); ember computes in float and
+    # rounds once, which is the reference here.
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 3, 6, 7, generator=gen).to(dtype)
+    grid = (torch.rand(2, 5, 4, 2, generator=gen) * 2.4 - 1.2).to(dtype)
+    w = torch.linspace(-1, 2, 2 * 3 * 5 * 4).reshape(2, 3, 5, 4)
+
+    def run(device, compute):
+        xs = x.to(compute).to(device).requires_grad_()
+        gs = grid.to(compute).to(device).requires_grad_()
+        y = F.grid_sample(xs, gs, mode=mode, padding_mode="border", align_corners=False)
+        gx, gg = torch.autograd.grad((y * w.to(compute).to(device)).sum(), (xs, gs))
+        return [t.detach().cpu().to(dtype) for t in (y, gx, gg)]
+
+    for got, expected in zip(run("ember", dtype), run("cpu", torch.float32)):
+        torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)  # the weights' own rounding
+
+
 def test_spatial_transformer_trains_compiled_like_cpu():
     def step(device, compiled):
         torch.manual_seed(0)
