@@ -76,3 +76,32 @@ def test_numbers_past_int64_max_wrap_like_the_cpu(compiled):
         run = torch.compile(fn, backend="ember") if compiled else fn
         got, want = run(x.to("ember")).cpu(), fn(x)
         assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+ZERO_DIM_OPS = {"lt": operator.lt, "gt": lambda x, s: s > x, "mod": operator.mod, "maximum": torch.maximum,
+                "floordiv": operator.floordiv, "where": lambda x, s: torch.where(x > 3, x, s),
+                "add": operator.add, "sub": lambda x, s: s - x, "mul": operator.mul}
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("name", sorted(ZERO_DIM_OPS))
+@pytest.mark.parametrize("case", ["int8 by int64 300", "uint8 by int64 -3", "bfloat16 by float32 1.001",
+                                  "float16 by float64 0.1"])
+def test_zero_dim_device_tensors_of_another_dtype_cast_first(case, name, compiled):
+    # A 0-dim tensor does not promote: the CPU casts it to the other operand's dtype first, so
+    # int8 < tensor(300) compares with 44 and bfloat16 + tensor(1.001) adds 1.0. On the device
+    # the kernels read it at full width and compared with 300.
+    dtype, value = {"int8 by int64 300": (torch.int8, torch.tensor(300)),
+                    "uint8 by int64 -3": (torch.uint8, torch.tensor(-3)),
+                    "bfloat16 by float32 1.001": (torch.bfloat16, torch.tensor(1.001)),
+                    "float16 by float64 0.1": (torch.float16, torch.tensor(0.1, dtype=torch.float64))}[case]
+    x = torch.tensor([10, 50, 1, 3, 127]).to(dtype)
+    if dtype.is_floating_point:
+        x = x * 0.0371
+    fn = ZERO_DIM_OPS[name]
+    torch._dynamo.reset()
+    run = torch.compile(fn, backend="ember") if compiled else fn
+    want = fn(x, value)
+    got = run(x.to("ember"), value.to("ember")).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

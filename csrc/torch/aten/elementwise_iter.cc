@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "../context.h"
 
@@ -15,6 +16,7 @@ struct LoopState {
     kernels::ElementwiseLoop loop;
     // Values of 0-dim CPU operands (Python scalars), copied now: the kernel runs later.
     alignas(16) char scalars[kernels::kMaxOperands][16] = {};
+    std::vector<at::Tensor> casts;  // device operands cast to the computation's dtype, kept alive
 };
 
 // `round_scalars`: a Python number (or other 0-dim CPU operand) of another dtype than a float16 or
@@ -71,6 +73,22 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_sc
             }
             loop.data[k] = st->scalars[k];
             continue;  // strides stay 0
+        }
+        if (k >= iter.noutputs() && iter.dtype(k) != iter.common_dtype() && iter.tensor_base(k).numel() == 1) {
+            // A single-element device operand of another dtype (a 0-dim tensor, which does not
+            // promote) is cast to the computation's dtype first, as the CPU casts its inputs:
+            // int8 < tensor(300) compares with 44, bfloat16 + tensor(1.001) adds 1.0. The kernels
+            // would read it at full width. Exact casts (a narrower operand) need none.
+            const at::ScalarType common = iter.common_dtype();
+            const bool narrow_int = common == at::kByte || common == at::kChar || common == at::kShort ||
+                                    common == at::kInt;
+            if (narrow_int || (round_scalars && (common == at::kHalf || common == at::kBFloat16))) {
+                at::Tensor cast = at::Tensor(iter.tensor_base(k)).to(common);
+                st->casts.push_back(cast);
+                loop.dtype[k] = to_dtype(common);
+                loop.data[k] = static_cast<char*>(cast.data_ptr());
+                continue;  // strides stay 0: one element, broadcast
+            }
         }
         loop.dtype[k] = to_dtype(iter.dtype(k));
         loop.data[k] = static_cast<char*>(iter.data_ptr(k));

@@ -54,8 +54,33 @@ _BINARY = {
     aten.gt.Tensor: "gt", aten.gt.Scalar: "gt", aten.ge.Tensor: "ge", aten.ge.Scalar: "ge",
     aten.logical_and.default: "logical_and", aten.logical_or.default: "logical_or",
 }
+def _zero_dim_cast(b, name, x, y):
+    """The operands with a 0-dim tensor of another dtype than the computation's cast to it
+    first, as eager mode and the CPU cast their inputs: a 0-dim tensor does not promote, so
+    int8 < tensor(300) compares with 44 and bfloat16 + tensor(1.001) adds 1.0 (the IR would
+    compute both at the wider dtype). mul and div keep a float operand's full value, as the CPU
+    does for a 0-dim operand."""
+    if not (isinstance(x, Val) and isinstance(y, Val)) or b.dtype(x) == b.dtype(y):
+        return x, y
+    if bool(b.sizes(x)) == bool(b.sizes(y)):
+        return x, y
+    common = torch.result_type(*(torch.empty([1] * len(b.sizes(v)), dtype=b.dtype(v), device="meta") if b.sizes(v)
+                                 else torch.empty((), dtype=b.dtype(v), device="meta") for v in (x, y)))
+    narrow_int = common in (torch.uint8, torch.int8, torch.int16, torch.int32)
+    half = common in (torch.float16, torch.bfloat16) and name not in ("mul", "div")
+    if not (narrow_int or half):
+        return x, y
+    return tuple(b.cast(v, common) if not b.sizes(v) and b.dtype(v) != common else v for v in (x, y))
+
+
+def _binary_lowering(name):
+    def lower(b, node, x, y):
+        return b.binary(name, *_zero_dim_cast(b, name, x, y))
+    return lower
+
+
 for _t, _name in _BINARY.items():
-    LOWERINGS[_t] = (lambda name: lambda b, node, x, y: b.binary(name, x, y))(_name)
+    LOWERINGS[_t] = _binary_lowering(_name)
 
 
 @lowers(aten.sign.default)
@@ -82,6 +107,7 @@ def _in_dtype(value, node):
 @lowers(aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar)
 def _add_sub(b, node, x, y, alpha=1):
     y, alpha = _in_dtype(y, node), _in_dtype(alpha, node)
+    x, y = _zero_dim_cast(b, "add", x, y)
     if alpha != 1:
         y = b.mul(y, alpha) if isinstance(y, Val) else _in_dtype(y * alpha, node)
     return b.binary("add" if node.target in (aten.add.Tensor, aten.add.Scalar) else "sub", x, y)
@@ -90,6 +116,7 @@ def _add_sub(b, node, x, y, alpha=1):
 @lowers(aten.rsub.Scalar, aten.rsub.Tensor)
 def _rsub(b, node, x, y, alpha=1):
     y, alpha = _in_dtype(y, node), _in_dtype(alpha, node)
+    x, y = _zero_dim_cast(b, "sub", x, y)
     if alpha != 1:
         x = b.mul(x, alpha)
     return b.binary("sub", y, x)
@@ -148,7 +175,7 @@ def _clamp(b, node, x, lo=None, hi=None):
 
 @lowers(aten.where.self)
 def _where(b, node, c, x, y):
-    return b.where(c, x, y)
+    return b.where(c, *_zero_dim_cast(b, "where", x, y))
 
 
 @lowers(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
