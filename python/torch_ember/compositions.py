@@ -605,6 +605,10 @@ OWN = {
         ("elu_backward.grad_input", torch.ops.aten.elu_backward.grad_input))},
     **_resample_aa_ops(_with_out),
 }
+# Compositions that replace torch._decomp's form of the op, in eager and compiled mode alike
+# (the others serve only ops torch._decomp has no decomposition for): padding's, which copy
+# where torch._decomp's gather and scatter-add.
+REPLACING = frozenset(name for name in _padding_ops(_with_out))
 # Eager-mode compositions only: a compiled graph keeps these ops whole (as library steps), since
 # their compositions read a count back from the device (masked_scatter_, linalg_matrix_exp's number
 # of squarings) or mutate in place (rrelu's noise).

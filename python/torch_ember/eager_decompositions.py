@@ -149,7 +149,7 @@ _INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 # Ember's own compositions (compositions.py), for ops torch._decomp leaves out.
-from .compositions import EAGER_ONLY, OWN  # noqa: E402
+from .compositions import EAGER_ONLY, OWN, REPLACING  # noqa: E402
 
 _active = threading.local()
 _lib = None
@@ -383,6 +383,8 @@ def _functional_decomposition(base: str):
     their out tensor."""
     from torch._decomp import decomposition_table
 
+    if base in REPLACING:
+        return OWN[base]
     packet = getattr(torch.ops.aten, base, None)
     default = getattr(packet, "default", None) if packet is not None else None
     return decomposition_table.get(default) if default is not None else None

@@ -125,8 +125,25 @@ def test_bad_offsets_raise_like_cpu(offsets, message, include_last_offset):
     idx, off = torch.tensor([1, 2, 3, 4]), torch.tensor(offsets)
     with pytest.raises(RuntimeError):
         F.embedding_bag(idx, W, off, include_last_offset=include_last_offset)
+    # Checked on the device without waiting: the error surfaces at the next synchronizing call.
     with pytest.raises(RuntimeError, match=message):
         F.embedding_bag(idx.to("ember"), W.to("ember"), off.to("ember"), include_last_offset=include_last_offset)
+        torch.ember.synchronize()
+    torch.ember.synchronize()  # reported once
+
+
+def test_include_last_offset_edges():
+    idx, w = torch.tensor([1, 2, 3, 4]), W.to("ember")
+    # One offset: no bags (and nothing for the next op to trip over).
+    for mode in ("sum", "mean", "max"):
+        got = F.embedding_bag(idx.to("ember"), w, torch.tensor([0], device="ember"), include_last_offset=True, mode=mode)
+        assert got.shape == (0, W.shape[1])
+    torch.testing.assert_close((torch.ones(2, device="ember") + 1).cpu(), torch.full((2,), 2.0))
+    # Indices past the last offset belong to no bag: refused (the CPU drops them from sums but
+    # keeps them in maxima).
+    with pytest.raises(RuntimeError, match="last offset must equal the number of indices"):
+        F.embedding_bag(idx.to("ember"), w, torch.tensor([0, 2], device="ember"), include_last_offset=True)
+        torch.ember.synchronize()
 
 
 def test_sparse_gradients_are_refused_clearly():

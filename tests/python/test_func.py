@@ -65,3 +65,17 @@ def test_attention_under_func_transforms(transform, native_only):
     x = q[0] if transform == "grad" else q
     torch.testing.assert_close(fn(x.to("ember")).cpu(), fn(x) if transform != "vmap_compiled" else vmap(attend)(x),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_attention_vmapped_over_the_mask_alone(native_only):
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 2, 4, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
+    masks = torch.randn(3, 4, 5, generator=g)
+
+    def attend(q, k, m):
+        return vmap(lambda mm: F.scaled_dot_product_attention(q, k, k, attn_mask=mm))(m)
+
+    torch.testing.assert_close(attend(q.to("ember"), k.to("ember"), masks.to("ember")).cpu(), attend(q, k, masks),
+                               rtol=1e-4, atol=1e-5)

@@ -56,7 +56,7 @@ class _RaggedSelfAttention(torch.nn.Module):
         return self.out(o.transpose(1, 2).flatten(-2)) + x
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("compiled", [False, True, "background"], ids=["eager", "compiled", "background"])
 def test_ragged_attention_block_trains_as_on_cpu(no_fallback, compiled):
     torch.manual_seed(0)
     ref = _RaggedSelfAttention()
@@ -66,7 +66,8 @@ def test_ragged_attention_block_trains_as_on_cpu(no_fallback, compiled):
         model = _RaggedSelfAttention().to(device)
         model.load_state_dict(ref.state_dict())
         x = _nested(rows, device)
-        run = torch.compile(model, backend="ember") if compiled and device == "ember" else model
+        options = {"background": True} if compiled == "background" else {}
+        run = torch.compile(model, backend="ember", options=options) if compiled and device == "ember" else model
         out = run(x)
         sum((t * t).sum() for t in out.unbind()).backward()
         results[device] = ([t.detach().cpu() for t in out.unbind()] + [t.cpu() for t in x.grad.unbind()]

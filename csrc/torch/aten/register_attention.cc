@@ -46,10 +46,10 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
     // Under torch.func.vmap the fused op has no batching rule; the math path's ops do. In
     // vmap(grad(f)) the batched tensor hides under grad's wrapper, which the key set does not
     // tell from grad(f) alone: every torch.func transform takes the math path.
+    const c10::DispatchKeySet functorch({c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper});
     for (const at::Tensor* t : {&q, &k, &v})
-        if (t->key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::FuncTorchBatched,
-                                                      c10::DispatchKey::FuncTorchGradWrapper})))
-            ok = false;
+        if (t->key_set().has_any(functorch)) ok = false;
+    if (mask && mask->defined() && mask->key_set().has_any(functorch)) ok = false;  // vmap over masks alone
     if (ok && mask && mask->defined()) {
         const at::Tensor& m = *mask;
         ok = !m.requires_grad() && m.dim() <= 4 &&

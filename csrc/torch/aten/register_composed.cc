@@ -259,20 +259,27 @@ Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool includ
     Bags b;
     const int64_t n = indices.size(0);
     if (offsets.numel() > 0) {
-        // The CPU kernel's checks, read back once: bags that start elsewhere than 0, past the
-        // end or before the previous bag would otherwise be summed from the wrong rows.
+        // The CPU kernel's checks, made on the device without waiting for it (a failure surfaces
+        // at the next synchronizing call, as an index error does): bags that start elsewhere
+        // than 0, past the end or before the previous bag would be summed from the wrong rows.
         at::Tensor o = offsets.to(at::kLong);
-        at::Tensor least_step = o.numel() > 1 ? o.diff().min() : at::zeros({}, o.options());
-        at::Tensor facts = at::stack({o[0], o[-1], least_step}).cpu();
-        const int64_t* f = facts.data_ptr<int64_t>();
-        TORCH_CHECK(f[0] == 0, "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
-                    "position 0. However, got ", f[0]);
-        TORCH_CHECK(f[1] <= n, "offsets[-1] can not be greater than input's length ", n, " but got offsets[-1] of ",
-                    f[1]);
-        TORCH_CHECK(f[2] >= 0, "embedding_bag: offsets must be non-decreasing");
+        at::_assert_async(o[0].eq(0), "embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the "
+                                      "mini-batch has to start from position 0");
+        at::_assert_async(o[-1].le(n), "embedding_bag: offsets[-1] can not be greater than input's length");
+        if (o.numel() > 1) at::_assert_async(o.diff().min().ge(0), "embedding_bag: offsets must be non-decreasing");
+        // With include_last_offset, indices past the last offset belong to no bag; the CPU drops
+        // them from sums and means but not from maxima.
+        if (include_last_offset && o.numel() > 1)
+            at::_assert_async(o[-1].eq(n), "embedding_bag: with include_last_offset=True the last offset must "
+                                           "equal the number of indices");
     }
     b.bags = offsets.size(0) - (include_last_offset ? 1 : 0);
     b.idx = indices.to(at::kLong);
+    if (b.bags == 0) {  // include_last_offset with one offset: no bags, the indices belong to none
+        b.offset2bag = at::zeros({n}, b.idx.options());
+        b.count = at::zeros({0}, b.idx.options());
+        return b;
+    }
     // Each bag start adds one at its offset; a running sum then names each index's bag. Empty
     // bags add twice at one place and are skipped. An offset past the end is an index error.
     at::Tensor starts = offsets.slice(0, 0, b.bags).to(at::kLong);
@@ -301,6 +308,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
     }
     Bags b = make_bags(indices, offsets, include_last_offset, padding_idx);
     const int64_t dim = weight.size(1);
+    if (b.bags == 0)
+        return {at::zeros({0, dim}, weight.options()), b.offset2bag.to(indices.scalar_type()),
+                at::zeros({offsets.size(0)}, indices.options()),
+                mode == kBagMax ? at::zeros({0, dim}, indices.options()) : at::empty({0}, indices.options())};
     const at::ScalarType acc = bag_acc(weight);
     at::Tensor rows = weight.index_select(0, b.idx).to(acc);
     if (psw) rows = rows.mul(per_sample_weights->to(acc).unsqueeze(1));

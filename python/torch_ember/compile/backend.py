@@ -265,7 +265,8 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     # A graph that runs higher-order ops is compiled in the foreground: run eagerly it traces
     # (cond materializes its branches, checkpoint and flex attention build subgraphs), and
     # FX tracing state is process-wide, so it would race the compile thread (background.py).
-    background = options.get("background", settings.background_compile()) and not _has_higher_order_ops(gm)
+    background = (options.get("background", settings.background_compile()) and not _has_higher_order_ops(gm)
+                  and not _has_jagged(example_inputs))  # re-faked on the thread, nested sizes would be lost
     options = {**options, "background": background}
     if _is_symbolic(example_inputs) and not _has_jagged(example_inputs):
         return _specializing(gm, options, example_inputs)

@@ -55,13 +55,17 @@ def decomposition_table() -> dict:
             del op.py_kernels[torch._C.DispatchKey.Autograd]
             op._dispatch_cache.clear()
     # Ops torch._decomp has no decomposition for, decomposed as eager mode runs them.
-    from ..eager_decompositions import EAGER_ONLY, OWN
+    from ..eager_decompositions import EAGER_ONLY, OWN, REPLACING
 
     for name, fn in OWN.items():
         if name in EAGER_ONLY:
             continue
         base, _, overload = name.partition(".")
-        table.setdefault(getattr(getattr(aten, base), overload or "default"), fn)
+        op = getattr(getattr(aten, base), overload or "default")
+        if name in REPLACING:
+            table[op] = fn
+        else:
+            table.setdefault(op, fn)
     for op, declines in _DECLINE.items():
         if op in table:
             table[op] = _unless(declines, table[op])
