@@ -1,6 +1,7 @@
 // Kernel IR -> LLVM IR -> O2 -> object file. See llvm_emit.h for the contract.
 #include "compiler/codegen/llvm_emit.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cmath>
@@ -59,7 +60,7 @@ class KernelEmitter {
     Value* base(int buffer);
     void tag(llvm::Instruction* inst, int buffer);
     void loop(Value* lo, Value* hi, const std::function<void(Value*)>& body);
-    void inner_nest(size_t level, const std::function<void()>& body);
+    void inner_nest(size_t level, const std::function<void()>& body, const std::function<void()>& flush = nullptr);
     void emit_phase(const Phase& p);
     Value* reduce_init(const Reduction& red);
     Value* reduce_finish(const Reduction& red, Value* acc_ptr);
@@ -92,6 +93,7 @@ class KernelEmitter {
     // Column form (see emit_phase): lanes per block, 0 for the row form; the block's first value
     // of the last outer var and its lane count; each finished reduction's accumulator array.
     static constexpr int64_t kLanes = 64;
+    static constexpr int64_t kSumBlock = 1024;  // values per float32 block of a long sum
     int64_t lanes_ = 0;
     Value* col_ = nullptr;
     Value* cnt_ = nullptr;
@@ -448,20 +450,38 @@ void KernelEmitter::loop(Value* lo, Value* hi, const std::function<void(Value*)>
     b_.SetInsertPoint(exit);
 }
 
-void KernelEmitter::inner_nest(size_t level, const std::function<void()>& body) {
+// `flush`, when given, runs after every block of at most kSumBlock iterations of the innermost
+// loop (and after the body when there is no inner loop).
+void KernelEmitter::inner_nest(size_t level, const std::function<void()>& body, const std::function<void()>& flush) {
     if (level == k_.inner.size()) {
         body();
+        if (flush && level == 0) flush();
         return;
     }
     const size_t no = k_.outer.size();
     Value* hi = ci64(k_.inner[level]);
-    if (k_.tail > 0 && level + 1 == k_.inner.size()) {
+    const bool innermost = level + 1 == k_.inner.size();
+    if (k_.tail > 0 && innermost) {
         Value* rem = b_.CreateSub(ci64(k_.tail), b_.CreateMul(vars_[no - 1], ci64(k_.inner[level])));
         hi = b_.CreateSelect(b_.CreateICmpSLT(rem, hi), rem, hi);
     }
+    if (innermost && flush) {
+        Value* blocks = b_.CreateSDiv(b_.CreateAdd(hi, ci64(kSumBlock - 1)), ci64(kSumBlock));
+        loop(ci64(0), blocks, [&](Value* j) {
+            Value* lo = b_.CreateMul(j, ci64(kSumBlock));
+            Value* end = b_.CreateAdd(lo, ci64(kSumBlock));
+            end = b_.CreateSelect(b_.CreateICmpSLT(end, hi), end, hi);
+            loop(lo, end, [&](Value* i) {
+                vars_[no + level] = i;
+                body();
+            });
+            flush();
+        });
+        return;
+    }
     loop(ci64(0), hi, [&](Value* i) {
         vars_[no + level] = i;
-        inner_nest(level + 1, body);
+        inner_nest(level + 1, body, flush);
     });
 }
 
@@ -501,6 +521,10 @@ void KernelEmitter::set_lane(Value* j) {
 // contiguous one (sums over leading dims).
 void KernelEmitter::emit_phase(const Phase& p) {
     std::vector<Value*> accs;
+    // Row form, a float32 sum kept in float64 (fuse.cc's long sums): the loop adds into a float32
+    // block sum, which is added to the float64 total every kSumBlock values, so the inner loop
+    // stays float32 (and vectorizes with the value's arithmetic) and the error stays bounded.
+    std::vector<Value*> block(p.reductions.size(), nullptr);
     llvm::IRBuilder<> eb(entry_, entry_->begin());
     for (int r : p.reductions) {
         const Reduction& red = k_.reductions[static_cast<size_t>(r)];
@@ -508,6 +532,11 @@ void KernelEmitter::emit_phase(const Phase& p) {
         if (!lanes_) {
             accs.push_back(eb.CreateAlloca(t));
             b_.CreateStore(reduce_init(red), accs.back());
+            if (red.acc == Cls::kF64 && k_.exprs[static_cast<size_t>(red.expr)].cls == Cls::kF32 &&
+                (red.op == Op::kSum || red.op == Op::kMean)) {
+                block[accs.size() - 1] = eb.CreateAlloca(f32());
+                b_.CreateStore(constant(Cls::kF32, 0, 0), block[accs.size() - 1]);
+            }
             continue;
         }
         accs.push_back(eb.CreateAlloca(llvm::ArrayType::get(t, static_cast<uint64_t>(lanes_))));
@@ -520,10 +549,11 @@ void KernelEmitter::emit_phase(const Phase& p) {
         for (const Store& s : p.stores) vals.push_back(eval(s.expr));
         for (size_t i = 0; i < p.reductions.size(); ++i) {
             const Reduction& red = k_.reductions[static_cast<size_t>(p.reductions[i])];
-            Value* v = convert(eval(red.expr), k_.exprs[static_cast<size_t>(red.expr)].cls, red.acc);
-            Value* acc = j ? b_.CreateInBoundsGEP(cls_type(red.acc), accs[i], j) : accs[i];
-            Value* cur = b_.CreateLoad(cls_type(red.acc), acc);
-            const bool fl = is_float_cls(red.acc);
+            const Cls acc_cls = block[i] ? Cls::kF32 : red.acc;
+            Value* v = convert(eval(red.expr), k_.exprs[static_cast<size_t>(red.expr)].cls, acc_cls);
+            Value* acc = block[i] ? block[i] : j ? b_.CreateInBoundsGEP(cls_type(red.acc), accs[i], j) : accs[i];
+            Value* cur = b_.CreateLoad(cls_type(acc_cls), acc);
+            const bool fl = is_float_cls(acc_cls);
             Value* next = nullptr;
             const bool mx = red.op == Op::kAmax;
             switch (red.op) {
@@ -544,11 +574,22 @@ void KernelEmitter::emit_phase(const Phase& p) {
             store(p.stores[i], vals[i], k_.exprs[static_cast<size_t>(p.stores[i].expr)].cls);
         pop_scope();
     };
+    std::function<void()> flush;
+    if (std::any_of(block.begin(), block.end(), [](Value* v) { return v != nullptr; })) {
+        flush = [&] {
+            for (size_t i = 0; i < block.size(); ++i) {
+                if (!block[i]) continue;
+                Value* part = b_.CreateFPExt(b_.CreateLoad(f32(), block[i]), f64());
+                b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64(), accs[i]), part), accs[i]);
+                b_.CreateStore(constant(Cls::kF32, 0, 0), block[i]);
+            }
+        };
+    }
     if (!p.stores.empty() || !p.reductions.empty()) {
         inner_nest(0, [&] {
             if (lanes_) loop(ci64(0), cnt_, body);
             else body(nullptr);
-        });
+        }, flush);
     }
     if (lanes_) {
         for (size_t i = 0; i < p.reductions.size(); ++i) lane_accs_[static_cast<size_t>(p.reductions[i])] = accs[i];

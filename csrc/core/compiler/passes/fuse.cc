@@ -340,7 +340,8 @@ bool Fuser::place_root(int v) {
             const Cls value_cls = (n.op == Op::kMean && !is_float_cls(red.acc)) ? Cls::kF32 : red.acc;
             // A long float32 sum adds each value to one of a few running partial sums (one per
             // vector lane), so its error grows with the count: 1% for 2^25 values. Past
-            // kLongSum values the partial sums are kept in float64, and the result rounded once.
+            // kLongSum values the total is kept in float64 (the row form adds float32 blocks of
+            // values into it, llvm_emit.cc), and the result rounded once.
             if (red.acc == Cls::kF32 && (n.op == Op::kSum || n.op == Op::kMean) && red.count > kLongSum)
                 red.acc = Cls::kF64;
             c.k->reductions.push_back(red);
