@@ -265,10 +265,11 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     # A graph that runs higher-order ops is compiled in the foreground: run eagerly it traces
     # (cond materializes its branches, checkpoint and flex attention build subgraphs), and
     # FX tracing state is process-wide, so it would race the compile thread (background.py).
-    background = (options.get("background", settings.background_compile()) and not _has_higher_order_ops(gm)
-                  and not _has_jagged(example_inputs))  # re-faked on the thread, nested sizes would be lost
+    jagged = _has_jagged(example_inputs)  # (re-faked on a compile thread, nested sizes would be lost)
+    background = options.get("background", settings.background_compile()) and not _has_higher_order_ops(gm) \
+        and not jagged
     options = {**options, "background": background}
-    if _is_symbolic(example_inputs) and not _has_jagged(example_inputs):
+    if _is_symbolic(example_inputs) and not jagged:
         return _specializing(gm, options, example_inputs)
     if background:
         return _in_background(gm, options)
