@@ -12,8 +12,7 @@ Options (torch.compile(..., options={...}) arrives here as keyword arguments):
 Shapes are static. A graph that Dynamo hands over with symbolic sizes (its automatic dynamic
 shapes after a recompile, or dynamic=True) is specialized: each new combination of input sizes
 seen at run time is traced and compiled once, for those sizes, on its first call, up to
-SPECIALIZATIONS of them; the graph then also compiles once with symbolic sizes, its ops run as
-library steps, for every later combination."""
+SPECIALIZATIONS of them; later combinations run the graph eagerly."""
 import itertools
 import threading
 import time
@@ -129,18 +128,18 @@ def _bind_into(g: torch.fx.GraphModule, values: dict) -> None:
     g.recompile()
 
 
-# Input signatures one graph is specialized for. Past them, new signatures run the graph as
-# Dynamo traced it, with symbolic sizes: compiled once, its ops run as library steps (eager
-# speed). A decoding loop's growing KV cache or an MoE expert's token count would otherwise
+# Input signatures one graph is specialized for. Past them, new signatures run Dynamo's graph
+# eagerly (ember's eager kernels, op by op: eager speed, and exact for any sizes Dynamo's guards
+# admit). A decoding loop's growing KV cache or an MoE expert's token count would otherwise
 # compile a new executable at every step.
 SPECIALIZATIONS = 8
 
 
-def _specializing(gm, options, example_inputs):
+def _specializing(gm, options):
     """A callable compiling `gm` once per concrete input signature, at its first call (or, with
     the background option, on a thread while the calls run `gm` eagerly), for the first
     SPECIALIZATIONS signatures."""
-    compiled, generic = {}, []
+    compiled, eager = {}, []
 
     def run(*args):
         key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device,
@@ -148,28 +147,19 @@ def _specializing(gm, options, example_inputs):
                     for a in args)
         fn = compiled.get(key)
         if fn is None and len(compiled) >= SPECIALIZATIONS:
-            if not generic:
-                generic.append(_symbolic(gm, example_inputs, options))
-            if generic[0] is not None:
-                return generic[0](*args)
+            if not eager:
+                eager.append(_stats.CompileRecord(
+                    name=f"graph{_next_id()}_eager", kind="eager",
+                    recompile_reason=f"more than {SPECIALIZATIONS} input signatures: new ones run eagerly"))
+                _stats.record(eager[0])
+            eager[0].eager_calls += 1
+            return gm(*args)
         if fn is None:
             reason = _recompile_reason(compiled, key)
             fn = compiled[key] = _specialize(gm, args, options, reason)
         return fn(*args)
 
     return run
-
-
-def _symbolic(gm, example_inputs, options):
-    """`gm` compiled for any sizes (from Dynamo's symbolic inputs), or None where it cannot be
-    traced that way (it then keeps specializing)."""
-    reason = f"more than {SPECIALIZATIONS} input signatures: new ones run the graph's ops as library steps"
-    try:
-        return _compile_static(gm, example_inputs, {**options, "background": False}, reason)
-    except CompileError:
-        raise
-    except Exception:  # noqa: BLE001 - a trace that needs concrete sizes; specializing still works
-        return None
 
 
 def _specialize(gm, args, options, reason):
@@ -270,7 +260,7 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
         and not jagged
     options = {**options, "background": background}
     if _is_symbolic(example_inputs) and not jagged:
-        return _specializing(gm, options, example_inputs)
+        return _specializing(gm, options)
     if background:
         return _in_background(gm, options)
     if _warm.enabled():
