@@ -105,3 +105,19 @@ def test_0d_index_out_of_range_is_refused(fn):
     # The check runs on the device, like CUDA's: the error surfaces at the next synchronization.
     with pytest.raises(RuntimeError, match="out of (range|bounds)"):
         fn().cpu()
+
+
+@pytest.mark.parametrize("value", [0.3, float("nan"), float("inf")])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_of_a_zero_dim_tensor_compiles(op, value):
+    # softmax(x, -1) of a 0-d tensor is defined (one element); the compiler refused its dim.
+    fn = getattr(torch, op)
+    x = torch.tensor(value)
+    torch._dynamo.reset()
+    got = torch.compile(lambda t: fn(t * 2, -1), backend="ember")(x.to("ember")).cpu()
+    torch.testing.assert_close(got, fn(x * 2, -1), equal_nan=True)
+    if value == 0.3:
+        xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+        fn(xc * 2, -1).backward()
+        torch.compile(lambda t: fn(t * 2, -1), backend="ember")(xe).backward()
+        torch.testing.assert_close(xe.grad.cpu(), xc.grad)

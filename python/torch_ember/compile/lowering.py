@@ -493,6 +493,8 @@ def _softmax(b, node, x, dim, half_to_float):
     if half_to_float:
         x = b.cast(x, torch.float32)
     name = "softmax" if node.target == aten._softmax.default else "log_softmax"
+    if not b.sizes(x):  # a 0-d tensor is softmaxed as one element along its only (implicit) dim
+        return b.reshape(b.op(name, [b.reshape(x, [1])], ints=[0]), [])
     return b.op(name, [x], ints=[_dim(dim, len(b.sizes(x)))])
 
 

@@ -57,6 +57,8 @@ def _gelu_backward(b, node, grad, x, approximate="none"):
 
 @lowers(aten._softmax_backward_data.default)
 def _softmax_backward(b, node, grad, out, dim, input_dtype):
+    if not b.sizes(out):  # 0-d: one element, the gradient through its softmax is 0
+        return b.reshape(_softmax_backward(b, node, b.reshape(grad, [1]), b.reshape(out, [1]), 0, input_dtype), [])
     dim = _dim(dim, len(b.sizes(out)))
     go = b.mul(grad, out)
     return b.cast(b.sub(go, b.mul(out, b.reduce("sum", go, [dim], True))), input_dtype)
@@ -64,6 +66,9 @@ def _softmax_backward(b, node, grad, out, dim, input_dtype):
 
 @lowers(aten._log_softmax_backward_data.default)
 def _log_softmax_backward(b, node, grad, out, dim, input_dtype):
+    if not b.sizes(out):
+        return b.reshape(_log_softmax_backward(b, node, b.reshape(grad, [1]), b.reshape(out, [1]), 0, input_dtype),
+                         [])
     dim = _dim(dim, len(b.sizes(out)))
     s = b.reduce("sum", grad, [dim], True)
     return b.cast(b.sub(grad, b.mul(b.unary("exp", out), s)), input_dtype)
