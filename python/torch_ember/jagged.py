@@ -28,11 +28,19 @@ def _jagged_to_padded_dense(values, offsets, max_lengths, padding_value=0.0):
 
 def _padded_dense_to_jagged(padded, offsets, total_L=None):
     """(B, L, *rest) -> (total, *rest): row t of the result is position t - offsets[b] of the
-    sequence b that holds it. Positions past L (offsets that do not fit the padded batch; the
-    CPU kernel raises there) read position L - 1 rather than memory outside the batch."""
+    sequence b that holds it. Offsets that do not fit the padded batch or total_L raise, as on the
+    CPU, at the next synchronizing call (checked on the device without waiting); the gather
+    stays inside the batch meanwhile."""
     if len(offsets) != 1 or padded.dim() < 2:
         return NotImplemented
     (off,) = offsets
+    if off.numel() > 1:
+        torch._assert_async((off[1:] - off[:-1]).le(padded.shape[1]).all(),
+                            "_padded_dense_to_jagged_forward(): found a batch item longer than the max length "
+                            "of the padded input")
+    if total_L is not None:
+        torch._assert_async(off[-1].eq(total_L), "_padded_dense_to_jagged_forward(): final offset should match "
+                            "total_L value")
     total = int(off[-1]) if total_L is None else total_L  # the CPU kernel also reads it back
     t = torch.arange(total, device=padded.device)
     seq = torch.searchsorted(off[1:], t, right=True).clamp(max=padded.shape[0] - 1)

@@ -104,3 +104,15 @@ def test_padding_of_no_values(no_fallback):
     got = torch.ops.aten._jagged_to_padded_dense_forward(values, [torch.zeros(3, dtype=torch.long, device="ember")],
                                                          [4], 2.0)
     torch.testing.assert_close(got.cpu(), torch.full((2, 4, 3), 2.0))
+
+
+def test_padded_to_jagged_checks_its_offsets():
+    padded = torch.randn(3, 7, 3, device="ember")
+    offsets = torch.tensor([0, 2, 2, 9], device="ember")
+    with pytest.raises(RuntimeError, match="final offset should match total_L"):
+        torch.ops.aten._padded_dense_to_jagged_forward(padded, [offsets], 12)
+        torch.ember.synchronize()
+    with pytest.raises(RuntimeError, match="longer than the max length"):
+        torch.ops.aten._padded_dense_to_jagged_forward(padded[:, :4], [offsets], 9)
+        torch.ember.synchronize()
+    torch.ember.synchronize()  # reported once
