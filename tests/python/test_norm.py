@@ -343,3 +343,13 @@ def test_addbmm_half_rounds_once(native_only):
     cpu = torch.addbmm(c, b1, b2, beta=0.6, alpha=0.2)
     got = torch.addbmm(c.to("ember"), b1.to("ember"), b2.to("ember"), beta=0.6, alpha=0.2).cpu()
     assert (got.double() - exact).abs().max() <= (cpu.double() - exact).abs().max()
+
+
+@pytest.mark.parametrize("n, value", [(4096, 100.3), (300, 100.3), (10, 10.839)])
+def test_compiled_layer_norm_of_a_constant_row_is_zero(n, value):
+    # A float32 row mean is an ulp off for a constant row, and rstd (1/sqrt(eps) there) made
+    # that 0.04; the compiled mean is formed in float64, as eager mode's and the CPU's is.
+    x = torch.full((2, n), value)
+    torch._dynamo.reset()
+    got = torch.compile(lambda t: F.layer_norm(t, [n]), backend="ember")(x.to("ember")).cpu()
+    torch.testing.assert_close(got, F.layer_norm(x, [n]), rtol=0, atol=1e-6)

@@ -81,7 +81,11 @@ def _layer_norm(b, node, x, normalized_shape, weight, bias, eps):
     xf = b.cast(x, acc)
     rank = len(b.sizes(x))
     dims = list(range(rank - len(normalized_shape), rank))
-    mean = b.reduce("mean", xf, dims, True)
+    # The row mean in float64, rounded once, as eager mode and the CPU form it: a float32 mean of
+    # a constant row is off by an ulp, and rstd (1/sqrt(eps) there) magnified that to 0.04.
+    mean = b.reduce("mean", b.cast(xf, torch.float64), dims, True) if acc == torch.float32 \
+        else b.reduce("mean", xf, dims, True)
+    mean = b.cast(mean, acc)
     d = b.sub(xf, mean)
     var = b.reduce("mean", b.mul(d, d), dims, True)
     rstd = b.unary("rsqrt", b.add(var, float(eps)))
