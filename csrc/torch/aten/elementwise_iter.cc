@@ -33,11 +33,10 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_sc
     loop.nops = iter.ntensors();
     // TensorIterator's dimension 0 is the fastest moving; the engine's is the last.
     for (int d = 0; d < nd; ++d) loop.shape[nd - 1 - d] = iter.shape()[d];
+    const at::ScalarType common = iter.common_dtype();
+    const bool narrow_int = common == at::kByte || common == at::kChar || common == at::kShort || common == at::kInt;
     for (int k = 0; k < loop.nops; ++k) {
         if (iter.is_cpu_scalar(k)) {
-            const at::ScalarType common = iter.common_dtype();
-            const bool narrow_int = common == at::kByte || common == at::kChar || common == at::kShort ||
-                                    common == at::kInt;
             // A Python int in [2^63, 2^64) arrives as a uint64 scalar, a dtype the device does not
             // hold: it is cast to the computation's dtype, wrapping as the CPU does.
             const bool foreign = !has_dtype(iter.dtype(k)) && has_dtype(common);
@@ -74,14 +73,11 @@ std::shared_ptr<LoopState> make_loop(at::TensorIteratorBase& iter, bool round_sc
             loop.data[k] = st->scalars[k];
             continue;  // strides stay 0
         }
-        if (k >= iter.noutputs() && iter.dtype(k) != iter.common_dtype() && iter.tensor_base(k).numel() == 1) {
+        if (k >= iter.noutputs() && iter.dtype(k) != common && iter.tensor_base(k).numel() == 1) {
             // A single-element device operand of another dtype (a 0-dim tensor, which does not
             // promote) is cast to the computation's dtype first, as the CPU casts its inputs:
             // int8 < tensor(300) compares with 44, bfloat16 + tensor(1.001) adds 1.0. The kernels
             // would read it at full width. Exact casts (a narrower operand) need none.
-            const at::ScalarType common = iter.common_dtype();
-            const bool narrow_int = common == at::kByte || common == at::kChar || common == at::kShort ||
-                                    common == at::kInt;
             if (narrow_int || (round_scalars && (common == at::kHalf || common == at::kBFloat16))) {
                 at::Tensor cast = at::Tensor(iter.tensor_base(k)).to(common);
                 st->casts.push_back(cast);

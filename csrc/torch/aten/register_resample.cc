@@ -449,9 +449,11 @@ bool grid_half(const at::Tensor& input, const at::Tensor& grid) {
 #define EMBER_GRID_SAMPLER(D)                                                                           \
     at::Tensor grid_sampler_##D##d(const at::Tensor& input, const at::Tensor& grid, int64_t mode,         \
                                    int64_t padding_mode, bool align_corners) {                           \
-        if (grid_half(input, grid) && grid_native(input.to(at::kFloat), grid.to(at::kFloat), mode, D))    \
-            return grid_sample_forward(input.to(at::kFloat), grid.to(at::kFloat), mode, padding_mode,       \
-                                       align_corners).to(input.scalar_type());                            \
+        if (grid_half(input, grid)) {                                                                    \
+            at::Tensor x = input.to(at::kFloat), g = grid.to(at::kFloat);                                 \
+            if (grid_native(x, g, mode, D))                                                               \
+                return grid_sample_forward(x, g, mode, padding_mode, align_corners).to(input.scalar_type()); \
+        }                                                                                                 \
         if (!grid_native(input, grid, mode, D))                                                           \
             return cpu<ATEN_OP(grid_sampler_##D##d)>(input, grid, mode, padding_mode, align_corners);     \
         return grid_sample_forward(input, grid, mode, padding_mode, align_corners);                       \
@@ -459,12 +461,14 @@ bool grid_half(const at::Tensor& input, const at::Tensor& grid) {
     std::tuple<at::Tensor, at::Tensor> grid_sampler_##D##d_backward(                                      \
         const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid, int64_t mode,     \
         int64_t padding_mode, bool align_corners, std::array<bool, 2> output_mask) {                      \
-        if (grid_half(input, grid) && grad_output.scalar_type() == input.scalar_type() &&                 \
-            grid_native(input.to(at::kFloat), grid.to(at::kFloat), mode, D)) {                             \
-            auto [gi, gg] = grid_sample_backward(grad_output.to(at::kFloat), input.to(at::kFloat),          \
-                                                 grid.to(at::kFloat), mode, padding_mode, align_corners,    \
-                                                 output_mask);                                             \
-            return {gi.defined() ? gi.to(input.scalar_type()) : gi, gg.defined() ? gg.to(grid.scalar_type()) : gg}; \
+        if (grid_half(input, grid) && grad_output.scalar_type() == input.scalar_type()) {                \
+            at::Tensor x = input.to(at::kFloat), g = grid.to(at::kFloat);                                 \
+            if (grid_native(x, g, mode, D)) {                                                             \
+                auto [gi, gg] = grid_sample_backward(grad_output.to(at::kFloat), x, g, mode, padding_mode, \
+                                                     align_corners, output_mask);                         \
+                return {gi.defined() ? gi.to(input.scalar_type()) : gi,                                   \
+                        gg.defined() ? gg.to(grid.scalar_type()) : gg};                                   \
+            }                                                                                             \
         }                                                                                                 \
         if (!grid_native(input, grid, mode, D) || grad_output.scalar_type() != input.scalar_type())       \
             return cpu<ATEN_OP(grid_sampler_##D##d_backward)>(grad_output, input, grid, mode, padding_mode, \
