@@ -189,6 +189,7 @@ StatusOr<std::shared_ptr<const Executable>> compile(const Graph& graph, const Co
     auto plan = fuse(lowered.value());
     if (!plan.ok()) return plan.status();
     dumper.dump("fuse", plan->to_string());
+    EMBER_RETURN_IF_ERROR(reuse_values(plan.value()));
     EMBER_RETURN_IF_ERROR(plan_buffers(plan.value()));
     dumper.dump("plan_buffers", plan->to_string());
     stats.optimize_ms = ms_since(t);
