@@ -459,6 +459,31 @@ def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
     return loss.reshape(()) if reduction == 0 and target.dim() == 0 else loss
 
 
+def _glu_halves(x, dim):
+    dim = dim % x.dim()
+    n = x.shape[dim] // 2
+    return x.narrow(dim, 0, n), x.narrow(dim, n, n), dim
+
+
+def _glu_jvp(glu, x, dx, dim):
+    """Forward-mode derivative of glu(x) = a * sigmoid(b) along dx = (da, db)."""
+    _, b, dim = _glu_halves(x, dim)
+    da, db, _ = _glu_halves(dx, dim)
+    s = torch.sigmoid(b)
+    return da * s + glu * (1 - s) * db
+
+
+def _glu_backward_jvp(grad_x, grad_glu, x, dgrad_glu, dx, dim):
+    """Forward-mode derivative of glu's backward, (g s, g a s (1 - s)), along (dgrad_glu, dx)."""
+    a, b, dim = _glu_halves(x, dim)
+    da, db, _ = _glu_halves(dx, dim)
+    s = torch.sigmoid(b)
+    ds = s * (1 - s)
+    d_first = dgrad_glu * s + grad_glu * ds * db
+    d_second = (dgrad_glu * a + grad_glu * da) * ds + grad_glu * a * ds * (1 - 2 * s) * db
+    return torch.cat([d_first, d_second], dim)
+
+
 def _is_set_to(self, tensor):
     """Same storage, offset, sizes and strides (the CPU fallback would compare copies)."""
     return (self.device == tensor.device and self.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
@@ -590,6 +615,7 @@ OWN = {
     "linspace.out": _range_out(torch.ops.aten.linspace.default),
     "logspace.out": _range_out(torch.ops.aten.logspace.default), "multi_margin_loss": _multi_margin_loss,
     "is_set_to": _is_set_to, "linalg_matrix_exp": _matrix_exp,
+    "glu_jvp": _glu_jvp, "glu_backward_jvp": _glu_backward_jvp,
     "rrelu_with_noise": _rrelu_with_noise, "rrelu_with_noise_": _rrelu_with_noise_,
     "binary_cross_entropy": _binary_cross_entropy,
     "_int_mm": _int_mm, "_int_mm.out": _with_out(_int_mm, "out"),

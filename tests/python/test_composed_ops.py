@@ -230,3 +230,27 @@ def test_fake_quantize_with_a_python_scale_compiles():
     xc = x.clone().requires_grad_()
     f(xc).sum().backward()
     assert torch.equal(xe.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_glu_forward_mode_and_hessian_match_cpu(dim, compiled, native_only):
+    """glu_jvp and glu_backward_jvp (jvp, jacfwd, hessian through F.glu) are composed natively."""
+    from torch.func import hessian, jvp
+
+    g = torch.Generator().manual_seed(2)
+    x, t = torch.randn(3, 6, 4, generator=g), torch.randn(3, 6, 4, generator=g)
+
+    def primal_and_tangent(x, t):
+        return jvp(lambda v: F.glu(v, dim), (x,), (t,))
+
+    def curvature(x):
+        return hessian(lambda v: F.glu(v, dim).pow(2).sum())(x)
+
+    run_jvp, run_hessian = primal_and_tangent, curvature
+    if compiled:
+        run_jvp, run_hessian = (torch.compile(f, backend="ember") for f in (primal_and_tangent, curvature))
+    for got, want in zip(run_jvp(x.to("ember"), t.to("ember")), primal_and_tangent(x, t)):
+        torch.testing.assert_close(got.cpu(), want)
+    small = x[:1, :, :2].contiguous()
+    torch.testing.assert_close(run_hessian(small.to("ember")).cpu(), curvature(small))
