@@ -484,6 +484,32 @@ def _glu_backward_jvp(grad_x, grad_glu, x, dgrad_glu, dx, dim):
     return torch.cat([d_first, d_second], dim)
 
 
+def _index_fill_(op):
+    """index_fill_ also through broadcast (stride-0) dims of self, as the CPU allows with a
+    deprecation warning: the fill runs on the view with those dims collapsed, where each memory
+    element appears once (filled whole along `dim` when `dim` itself is one of them)."""
+    def run(self, dim, index, value):
+        from torch._decomp import decomposition_table
+
+        shared = [d for d in range(self.dim()) if self.stride(d) == 0 and self.shape[d] > 1]
+        if not shared:
+            return decomposition_table[op](self, dim, index, value)
+        import warnings
+
+        warnings.warn("Use of index_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+                      "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar")
+        dim = dim % self.dim()
+        n = self.shape[dim]
+        base = self.as_strided([1 if d in shared else s for d, s in enumerate(self.shape)], self.stride(),
+                               self.storage_offset())
+        if dim in shared:
+            torch._assert_async(((index >= -n) & (index < n)).all(), "index_fill_(): index out of range")
+            index = torch.zeros_like(index)
+        decomposition_table[op](base, dim, index, value)
+        return self
+    return run
+
+
 def _is_set_to(self, tensor):
     """Same storage, offset, sizes and strides (the CPU fallback would compare copies)."""
     return (self.device == tensor.device and self.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
@@ -616,6 +642,8 @@ OWN = {
     "logspace.out": _range_out(torch.ops.aten.logspace.default), "multi_margin_loss": _multi_margin_loss,
     "is_set_to": _is_set_to, "linalg_matrix_exp": _matrix_exp,
     "glu_jvp": _glu_jvp, "glu_backward_jvp": _glu_backward_jvp,
+    **{name: _index_fill_(op) for name, op in (("index_fill_.int_Scalar", torch.ops.aten.index_fill_.int_Scalar),
+                                                ("index_fill_.int_Tensor", torch.ops.aten.index_fill_.int_Tensor))},
     "rrelu_with_noise": _rrelu_with_noise, "rrelu_with_noise_": _rrelu_with_noise_,
     "binary_cross_entropy": _binary_cross_entropy,
     "_int_mm": _int_mm, "_int_mm.out": _with_out(_int_mm, "out"),

@@ -206,6 +206,38 @@ def test_in_place_writes_through_overlapping_memory_are_refused():
     torch.testing.assert_close(y.cpu(), torch.tensor([5.0, 4.0, 3.0, 3.0, 4.0, 5.0]))
 
 
+@pytest.mark.parametrize("case", ["masked_scalar", "masked_tensor", "masked_varying", "index_kept_dim",
+                                  "index_shared_dim", "index_tensor_value"])
+def test_fills_through_expanded_views_write_like_cpu(case, native_only):
+    """masked_fill_ / index_fill_ on an expanded self: the CPU writes (with a deprecation warning);
+    every memory element shared by masked view elements gets the fill."""
+    g = torch.Generator().manual_seed(3)
+
+    def run(dev):
+        base = torch.randn(4, 1, 5, generator=torch.Generator().manual_seed(0)).to(dev)
+        x = base.expand(4, 3, 5)
+        mask = (torch.rand(4, 1, 5, generator=torch.Generator().manual_seed(1)) > 0.5).to(dev)
+        if case == "masked_scalar":
+            x.masked_fill_(mask, -1.5)
+        elif case == "masked_tensor":
+            x.masked_fill_(mask, torch.tensor(2.0, device=dev))
+        elif case == "masked_varying":  # differs along the shared dim: any masked view element fills
+            x.masked_fill_(torch.rand(4, 3, 5, generator=torch.Generator().manual_seed(2)).to(dev) > 0.7, 9.0)
+        elif case == "index_kept_dim":
+            x.index_fill_(2, torch.tensor([0, 3], device=dev), 7.0)
+        elif case == "index_shared_dim":
+            x.index_fill_(1, torch.tensor([2], device=dev), 7.0)
+        else:
+            x.index_fill_(0, torch.tensor([1], device=dev), torch.tensor(4.0, device=dev))
+        return base
+
+    with pytest.warns(UserWarning, match="on expanded tensors is deprecated"):
+        got = run("ember").cpu()
+    with pytest.warns(UserWarning, match="on expanded tensors is deprecated"):
+        torch.testing.assert_close(got, run("cpu"))
+    del g
+
+
 def test_is_set_to_and_multi_margin_loss_shapes():
     t = torch.zeros(3, 4, device="ember")
     assert t.is_set_to(t) and not t.is_set_to(t.clone()) and not t.is_set_to(t.t())

@@ -2,6 +2,7 @@
 // on core's engine. Mixed dtypes PyTorch refuses, integers for the float-only ops, and complex
 // take the CPU fallback, so errors and results stay PyTorch's.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/native/CPUFallback.h>
@@ -165,7 +166,33 @@ at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tens
 
 // ---- masked_fill_: self = where(mask, value, self), value first converted to self's dtype ----
 
+// masked_fill_ on a self with broadcast (stride-0) dims writes each memory element once per view
+// element that shares it, always with the same value: the CPU allows that (with a deprecation
+// warning), and the result is the element's fill wherever any of its view elements is masked.
+// So the fill runs on the view with those dims collapsed, under the mask reduced over them by any().
+// Returns false where self has no such dims.
+template <class Fill>
+bool fill_through_broadcast(at::Tensor& self, const at::Tensor& mask, Fill fill) {
+    if (at::has_internal_overlap(self) != at::MemOverlap::Yes || mask.device() != self.device() ||
+        mask.scalar_type() != at::kBool || at::infer_size(self.sizes(), mask.sizes()) != self.sizes())
+        return false;
+    TORCH_WARN("Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar");
+    std::vector<int64_t> sizes = self.sizes().vec(), shared;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+        if (self.stride(d) == 0 && sizes[d] > 1) {
+            shared.push_back(d);
+            sizes[d] = 1;
+        }
+    }
+    at::Tensor base = self.as_strided(sizes, self.strides(), self.storage_offset());
+    fill(base, mask.expand(self.sizes()).any(shared, /*keepdim=*/true));
+    return true;
+}
+
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+    if (fill_through_broadcast(self, mask, [&](at::Tensor& base, const at::Tensor& m) { base.masked_fill_(m, value); }))
+        return self;
     if (complex_on_device(self) && !self.is_conj() && mask.scalar_type() == at::kBool && mask.device() == self.device() &&
         at::infer_size(self.sizes(), mask.sizes()) == self.sizes()) {  // (a larger mask: the CPU's error)
         const c10::complex<double> v = value.toComplexDouble();
@@ -186,6 +213,8 @@ at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const a
     TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
                 value.dim(), " dimension(s).");
     if (value.device().is_cpu()) return masked_fill_scalar(self, mask, value.item());
+    if (fill_through_broadcast(self, mask, [&](at::Tensor& base, const at::Tensor& m) { base.masked_fill_(m, value); }))
+        return self;
     bool ok = mask.scalar_type() == at::kBool && mask.device() == self.device() && value.device() == self.device() &&
               value.scalar_type() == self.scalar_type() && !self.is_complex();
     if (!ok) return cpu<ATEN_OP2(masked_fill_, Tensor)>(self, mask, value);
