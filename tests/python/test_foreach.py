@@ -116,3 +116,19 @@ def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
     assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
     for pe, pc in zip(em, cpu):
         torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("betas", [(0.9, 0.999), (0.95, 0.99999)])
+def test_fused_adam_moments_round_like_cpu(betas):
+    """1 - beta is formed in double, as on the CPU: in float32, 1 - 0.99999 is off by 1e-3 relative,
+    and every second-moment update with it."""
+    p_c = torch.nn.Parameter(torch.ones(4))
+    p_e = torch.nn.Parameter(torch.ones(4, device="ember"))
+    opt_c, opt_e = (torch.optim.AdamW([p], lr=1e-2, betas=betas, fused=True) for p in (p_c, p_e))
+    for step in range(2):
+        p_c.grad = torch.full((4,), 3.0 + step)
+        p_e.grad = p_c.grad.to("ember")
+        opt_c.step()
+        opt_e.step()
+    for key in ("exp_avg", "exp_avg_sq"):
+        torch.testing.assert_close(opt_e.state[p_e][key].cpu(), opt_c.state[p_c][key], rtol=1e-6, atol=0)

@@ -12,6 +12,9 @@ struct Coeffs {
     float decay_p;    // AdamW: lr * weight_decay, taken off the parameter
     float decay_g;    // Adam: weight_decay, added to the gradient
     float beta1, beta2, eps, step_size, bc2_sqrt;
+    // 1 - beta formed in double and rounded once, as PyTorch does: 1 - float(0.999) is 1.3e-5 off
+    // 0.001, an error in every second-moment update that grows as beta2 nears 1.
+    float one_minus_beta1, one_minus_beta2;
 };
 
 // The loop the compiler vectorizes: the mode flags are folded into coefficients (maximize into a
@@ -24,8 +27,8 @@ EMBER_SIMD_CLONES void adam_range(float* __restrict__ p, const float* __restrict
         const float param0 = p[i];
         const float grad = c.sign * g[i] + c.decay_g * param0;
         const float param = param0 - param0 * c.decay_p;
-        const float mi = m[i] + (1.f - c.beta1) * (grad - m[i]);
-        const float vi = c.beta2 * v[i] + (1.f - c.beta2) * grad * grad;
+        const float mi = m[i] + c.one_minus_beta1 * (grad - m[i]);
+        const float vi = c.beta2 * v[i] + c.one_minus_beta2 * grad * grad;
         m[i] = mi;
         v[i] = vi;
         float second = vi;
@@ -67,7 +70,8 @@ Status adam_step(const TensorView& param, const TensorView& grad, const TensorVi
              args.decoupled ? static_cast<float>(lr) * wd : 0.f,
              args.decoupled ? 0.f : wd,
              static_cast<float>(args.beta1), static_cast<float>(args.beta2), static_cast<float>(args.eps),
-             static_cast<float>(lr / bc1), static_cast<float>(std::sqrt(bc2))};
+             static_cast<float>(lr / bc1), static_cast<float>(std::sqrt(bc2)),
+             static_cast<float>(1.0 - args.beta1), static_cast<float>(1.0 - args.beta2)};
     auto* p = static_cast<float*>(param.data);
     const auto* g = static_cast<const float*>(grad.data);
     auto* m = static_cast<float*>(exp_avg.data);
