@@ -256,6 +256,9 @@ def test_compiled_optimizer_step_fuses_the_foreach_update():
         torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), rtol=1e-4, atol=1e-5)
     recs = torch_ember.compile_stats()
     assert recs and all(not r["library_ops"] and not r["eager_ops"] for r in recs)
+    # As for CUDA parameters, the compiled step is capturable: its step counts live on the device.
+    assert opt_c.param_groups[0]["capturable"]
+    assert all(s["step"].device.type == "ember" for s in opt_c.state.values())
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])

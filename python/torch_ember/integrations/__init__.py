@@ -50,6 +50,7 @@ _PATCHES = {
     "torch.nested._internal.ops": ("_nested_attention", "patch_jagged_attention"),
     "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),
     "torch.optim.optimizer": ("_optim", "patch_capture_check"),
+    "torch._dynamo.variables.optimizer": ("_optim", "patch_dynamo_capturable"),
     "triton.backends": ("_triton", "register_backend"),
 }
 _done = set()

@@ -55,3 +55,26 @@ def _refuse_host_state(optimizer, args, kwargs):
 
 def patch_step_hook(module) -> None:
     module.register_optimizer_step_pre_hook(_refuse_host_state)
+
+
+def patch_dynamo_capturable(module) -> None:
+    """Dynamo traces a compiled optimizer step as capturable (step counts on the device, no host
+    reads) and, for CUDA and XPU parameters only, sets `capturable=True` on the real param groups
+    too, so that `_init_group` creates the step counts on the device to match. For ember it traced
+    the capturable form over CPU step counts, and after another optimizer's compiled fused step,
+    the non-capturable form, whose CPU step-size tensor the device's foreach ops refuse. Ember
+    groups get the same flag as CUDA's, under the same condition: every parameter on the device and
+    no state yet."""
+    cls = module.OptimizerVariable
+    original = cls._set_capturable
+
+    @functools.wraps(original)
+    def set_capturable(self, tx):
+        for group in self.value.param_groups:
+            params = group.get("params", [])
+            if "capturable" in group and params and all(p.device.type == "ember" for p in params) and \
+                    all(p not in self.value.state for p in params):
+                group["capturable"] = True
+        return original(self, tx)
+
+    cls._set_capturable = set_capturable
