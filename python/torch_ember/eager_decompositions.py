@@ -150,6 +150,7 @@ _INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 # Ember's own compositions (compositions.py), for ops torch._decomp leaves out.
+from ._untraced import untraced_function  # noqa: E402
 from .compositions import EAGER_ONLY, OWN, REPLACING  # noqa: E402
 
 _active = threading.local()
@@ -418,7 +419,7 @@ def install() -> None:
     for name in OPS:
         qualified = "aten::" + name
         if not has(qualified, "PrivateUse1"):
-            _lib.impl(name, _kernel(name), "PrivateUse1")
+            _lib.impl(name, untraced_function(_kernel(name)), "PrivateUse1")
             registered.add(name if "." in name else name + ".default")
 
 

@@ -55,3 +55,22 @@ def test_scalar_arithmetic_on_item_compiles(capture_flags):
     loss, mask = torch.randn(4, 8, generator=g), (torch.rand(4, 8, generator=g) > 0.3).float()
     got = torch.compile(masked_mean, backend="ember")(loss.to("ember"), mask.to("ember"))
     torch.testing.assert_close(got.cpu(), masked_mean(loss, mask))
+
+
+def test_ops_run_eagerly_at_a_graph_break_are_not_traced_into():
+    """repeat_interleave with tensor repeats breaks the graph (its size is data) and runs eagerly
+    there; its ember kernel is Python, which Dynamo used to trace as a new frame and break again
+    at each host read inside (3 breaks where the CPU has 1)."""
+    def f(s, r):
+        return torch.repeat_interleave(s, r, dim=0) * 2
+
+    def breaks(device):
+        torch._dynamo.reset()
+        s, r = torch.randn(5, 2), torch.tensor([1, 0, 2, 1, 3])
+        explained = torch._dynamo.explain(f)(s.to(device), r.to(device))
+        got = torch.compile(f, backend="ember" if device == "ember" else "aot_eager")(s.to(device), r.to(device))
+        torch.testing.assert_close(got.cpu(), f(s, r))
+        return explained.graph_break_count
+
+    assert breaks("ember") == breaks("cpu")
+    torch._dynamo.reset()

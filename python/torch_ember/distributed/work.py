@@ -17,25 +17,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
+from .._untraced import untraced
 from .staging import DistributedError
-
-
-def untraced(cls):
-    """Class decorator: Dynamo never traces the class's methods, nor what they call.
-
-    PyTorch's C++ calls them through its ProcessGroup/Work trampolines (DDP's reducer rebuilding
-    buckets before a compiled model's forward, waiting on a bucket's all-reduce), and a frame
-    entered there is one Dynamo would otherwise try to compile while a compiled function runs;
-    it stopped at the first C++ object it met. This marks the code objects through
-    torch._C._dynamo, so a process that never compiles never imports torch._dynamo."""
-    from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
-
-    skip = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)
-    for value in vars(cls).values():
-        code = getattr(value, "__code__", None)
-        if code is not None:
-            set_code_exec_strategy(code, skip)
-    return cls
 
 
 def completed(result: List[torch.Tensor]) -> "dist.Work":
