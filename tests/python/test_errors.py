@@ -435,6 +435,16 @@ def test_decomposed_ops_check_arguments_like_cpu(call, message):
                                F.pad(x, (3, 3, 2, 2), mode="reflect"))
 
 
+def test_compiled_decompositions_check_arguments_like_cpu():
+    """The compiled graph makes the CPU kernel's argument checks too, at compile time."""
+    a, b = torch.randn(4), torch.randn(4)
+    f = torch.compile(lambda x, y: F.smooth_l1_loss(x, y, beta=-1.0), backend="ember")
+    with pytest.raises(Exception, match="smooth_l1_loss does not support negative values for beta"):
+        f(a.to("ember"), b.to("ember"))
+    g = torch.compile(lambda x, y: F.smooth_l1_loss(x, y, beta=0.5), backend="ember")
+    torch.testing.assert_close(g(a.to("ember"), b.to("ember")).cpu(), F.smooth_l1_loss(a, b, beta=0.5))
+
+
 def test_gelu_rejects_unknown_approximation_like_cpu():
     with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
         torch.nn.functional.gelu(torch.randn(3, device="ember"), approximate="asdf")

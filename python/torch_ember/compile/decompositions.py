@@ -69,7 +69,22 @@ def decomposition_table() -> dict:
     for op, declines in _DECLINE.items():
         if op in table:
             table[op] = _unless(declines, table[op])
+    # The CPU kernel's argument checks that the decomposition lacks, as eager mode makes them.
+    from ..eager_decompositions import _ARGUMENT_CHECKS
+
+    for name, check in _ARGUMENT_CHECKS.items():
+        base, _, overload = name.partition(".")
+        op = getattr(getattr(aten, base), overload or "default")
+        if op in table:
+            table[op] = _checked(check, table[op])
     return table
+
+
+def _checked(check, decomposition):
+    def run(*args, **kwargs):
+        check(args, kwargs)
+        return decomposition(*args, **kwargs)
+    return run
 
 
 def _take(self, index):
