@@ -211,8 +211,6 @@ def test_in_place_writes_through_overlapping_memory_are_refused():
 def test_fills_through_expanded_views_write_like_cpu(case, native_only):
     """masked_fill_ / index_fill_ on an expanded self: the CPU writes (with a deprecation warning);
     every memory element shared by masked view elements gets the fill."""
-    g = torch.Generator().manual_seed(3)
-
     def run(dev):
         base = torch.randn(4, 1, 5, generator=torch.Generator().manual_seed(0)).to(dev)
         x = base.expand(4, 3, 5)
@@ -235,7 +233,6 @@ def test_fills_through_expanded_views_write_like_cpu(case, native_only):
         got = run("ember").cpu()
     with pytest.warns(UserWarning, match="on expanded tensors is deprecated"):
         torch.testing.assert_close(got, run("cpu"))
-    del g
 
 
 def test_is_set_to_and_multi_margin_loss_shapes():

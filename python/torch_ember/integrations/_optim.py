@@ -61,8 +61,7 @@ def patch_dynamo_capturable(module) -> None:
     """Dynamo traces a compiled optimizer step as capturable (step counts on the device, no host
     reads) and, for CUDA and XPU parameters only, sets `capturable=True` on the real param groups
     too, so that `_init_group` creates the step counts on the device to match. For ember it traced
-    the capturable form over CPU step counts, and after another optimizer's compiled fused step,
-    the non-capturable form, whose CPU step-size tensor the device's foreach ops refuse. Ember
+    the capturable form over CPU step counts, copied to the device at every compiled step. Ember
     groups get the same flag as CUDA's, under the same condition: every parameter on the device and
     no state yet."""
     cls = module.OptimizerVariable
