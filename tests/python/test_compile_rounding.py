@@ -118,3 +118,22 @@ def test_long_float32_sums_stay_accurate(name, native_only):
     want = fn(t.double())
     torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=0)  # the CPU's own error is about 1e-6
     torch.testing.assert_close(got, fn(t), rtol=2e-6, atol=0)
+
+
+HUGE_SPREADS = {
+    "var": lambda t: t.var(1), "std": lambda t: t.std(1, correction=0), "var_all": lambda t: t.var(),
+    "var_mean": lambda t: torch.var_mean(t, 1), "std_mean": lambda t: torch.std_mean(t, 0, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE_SPREADS))
+def test_variance_of_huge_values_does_not_overflow(name, native_only):
+    # Values near 1e18 have a variance float32 holds (1e36) but a float32 sum of squared
+    # deviations over 1000 of them does not (1e39): compiled var gave inf where eager and the CPU,
+    # which accumulate in double, give the variance.
+    torch._dynamo.reset()
+    t = torch.randn(4, 1000, generator=torch.Generator().manual_seed(0)) * 1e18
+    fn = HUGE_SPREADS[name]
+    got = torch.compile(fn, backend="ember")(t.to("ember"))
+    want = fn(t)
+    torch.testing.assert_close(torch.utils._pytree.tree_map(lambda v: v.cpu(), got), want, rtol=2e-6, atol=0)

@@ -451,10 +451,18 @@ def _var(b, x, dims, correction, keepdim):
         raise Unsupported("variance of a 0-d tensor")  # the eager kernel's NaN
     dims = _dims(b, x, dims)
     n = math.prod(b.sizes(x)[d] for d in dims)
+    # In double, as the eager kernel's and the CPU's Welford accumulators are: the float32 sum of
+    # squared deviations overflows (inf) for values past ~1e18 whose variance float32 holds.
+    dtype = b.dtype(x)
+    wide = dtype in (torch.float32, torch.float16, torch.bfloat16)
+    if wide:
+        x = b.cast(x, torch.float64)
     mean = b.reduce("mean", x, dims, True)
     d = b.sub(x, mean)
     var = b.div(b.reduce("sum", b.mul(d, d), dims, keepdim), max(n - correction, 0))
-    return var, (mean if keepdim else b.reshape(mean, [s for i, s in enumerate(b.sizes(x)) if i not in dims]))
+    if not keepdim:
+        mean = b.reshape(mean, [s for i, s in enumerate(b.sizes(x)) if i not in dims])
+    return (b.cast(var, dtype), b.cast(mean, dtype)) if wide else (var, mean)
 
 
 @lowers(aten.var.correction, aten.var.dim)
