@@ -74,6 +74,39 @@ def test_device_context_manager_in_a_compiled_function():
     assert out.device == x.device and torch.ember.current_device() == before
 
 
+def test_graphs_that_move_tensors_between_devices_keep_the_devices():
+    # A compiled graph runs on one device; one whose tensors move from ember:0 to ember:1 (a model
+    # split across two devices) put every result on the first device. It now runs op by op and
+    # says so in compile_stats(); forward and gradients land where eager mode puts them.
+    class Split(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(8, 8)
+            self.b = torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)).to(self.b.weight.device)) * 2
+
+    torch.manual_seed(0)
+    cpu = Split()
+    model = copy.deepcopy(cpu)
+    model.a.to("ember:0"), model.b.to("ember:1")
+    x = torch.randn(4, 8)
+    torch_ember.reset_compile_stats()
+    out = torch.compile(model, backend="ember")(x.to("ember:0"))
+    assert out.device == torch.device("ember:1")
+    out.sum().backward()
+    cpu(x).sum().backward()
+    torch.testing.assert_close(out.cpu(), cpu(x))
+    assert model.a.weight.grad.device == torch.device("ember:0")
+    torch.testing.assert_close(model.a.weight.grad.cpu(), cpu.a.weight.grad)
+    torch.testing.assert_close(model.b.weight.grad.cpu(), cpu.b.weight.grad)
+    assert any("ember:0 and ember:1" in r["recompile_reason"] for r in torch_ember.compile_stats())
+
+    moved = torch.compile(lambda t: t.to("ember:0") + 1, backend="ember")(torch.ones(3, device="ember:1"))
+    assert moved.device == torch.device("ember:0")
+
+
 def test_import_does_not_load_dynamo():
     code = "import sys, torch_ember; print('torch._dynamo' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

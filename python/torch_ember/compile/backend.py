@@ -235,6 +235,35 @@ def _touches_ember(gm: torch.fx.GraphModule, example_inputs) -> bool:
     return on_ember(list(example_inputs)) or any(on_ember(n.meta.get("example_value")) for n in gm.graph.nodes)
 
 
+def _ember_devices(gm: torch.fx.GraphModule, example_inputs) -> list:
+    """The ember devices the graph's inputs and values are on."""
+    found = set()
+
+    def visit(v):
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+        elif isinstance(v, torch.Tensor) and v.device.type == "ember":
+            found.add(str(v.device))
+
+    visit(list(example_inputs))
+    for n in gm.graph.nodes:
+        visit(n.meta.get("example_value"))
+    return sorted(found)
+
+
+def _run_eagerly(gm, reason: str):
+    """`gm` run op by op on ember's eager kernels, counted in compile_stats() with the reason."""
+    rec = _stats.CompileRecord(name=f"graph{_next_id()}_eager", kind="eager", recompile_reason=reason)
+    _stats.record(rec)
+
+    def run(*args):
+        rec.eager_calls += 1
+        return gm(*args)
+
+    return run
+
+
 def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """torch.compile backend entry point (registered as "ember")."""
     if not _touches_ember(gm, example_inputs):
@@ -247,6 +276,12 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
                       "the CPU. Move the model and its inputs to 'ember' to compile it for the device.",
                       stacklevel=2)
         return gm.forward
+    devices = _ember_devices(gm, example_inputs)
+    if len(devices) > 1:
+        # A compiled graph runs on one device (its outputs and buffers are allocated there), so a
+        # graph that moves tensors between devices (a model split across ember:0 and ember:1)
+        # runs as written, op by op: placing it whole on one device put results on the wrong one.
+        return _run_eagerly(gm, f"the graph spans {' and '.join(devices)}; compiled graphs run on one device")
     # torch.compile(options=...) reaches a non-Inductor backend as one `options` keyword.
     mode = options.pop("mode", None)
     if mode is not None and mode not in MODES:
