@@ -2,6 +2,7 @@
 device may release a finished backward's graph (which holds Python objects) after the script
 ends; Ember drains those threads at exit, so the release never races the shutdown."""
 import concurrent.futures
+import os
 import subprocess
 import sys
 
@@ -46,3 +47,20 @@ def test_empty_host_cache_after_device_use():
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "2000"
+
+
+def test_exit_with_a_full_device_is_clean():
+    # The exit drain allocated on every device from a bare thread: on a device left full (a run
+    # that ended by catching an out-of-memory error) the allocation threw there and aborted.
+    code = (
+        "import torch, torch_ember\n"
+        "keep = []\n"
+        "try:\n"
+        "    while True: keep.append(torch.empty(1 << 20, device='ember:1'))\n"
+        "except torch.OutOfMemoryError:\n"
+        "    print('full')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "EMBER_DEVICE_MEMORY": "64MiB"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "full"

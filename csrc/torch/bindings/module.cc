@@ -117,9 +117,15 @@ py::list records_to_python(const profiler::Trace& trace) {
 void drain_autograd_threads() {
     std::thread([] {
         for (int i = 0; i < runtime::device_count(); ++i) {
-            c10::Device d(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(i));
-            at::Tensor x = at::ones({1}, at::TensorOptions().device(d)).requires_grad_(true);
-            torch::autograd::backward({(x * 2).sum()});
+            // Best effort, device by device: an exception escaping this thread would abort the
+            // process, and a device left full (a run that ended on an out-of-memory error) cannot
+            // hold even these few bytes.
+            try {
+                c10::Device d(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(i));
+                at::Tensor x = at::ones({1}, at::TensorOptions().device(d)).requires_grad_(true);
+                torch::autograd::backward({(x * 2).sum()});
+            } catch (const std::exception&) {
+            }
         }
     }).join();
 }
