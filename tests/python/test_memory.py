@@ -519,3 +519,25 @@ def test_dataloader_pins_batches_for_ember():
         assert batch.is_pinned()
         total += batch.to("ember", non_blocking=True).sum().item()
     assert total == sum(range(32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64, torch.bool])
+def test_deterministic_mode_fills_uninitialized_memory_like_cpu(dtype):
+    # Under use_deterministic_algorithms(True) CPU and CUDA fill new memory with NaN or the
+    # integer maximum; ember returned what an earlier tensor left in the cached block.
+    torch.full((4096,), 7, device="ember")
+    torch.ember.synchronize()
+    torch.use_deterministic_algorithms(True)
+    try:
+        for dev in ("cpu", "ember"):
+            stale = torch.full((64,), 3, dtype=dtype, device=dev)
+            del stale
+        made = {dev: [torch.empty(8, dtype=dtype, device=dev),
+                      torch.empty_strided((2, 3), (1, 2), dtype=dtype, device=dev),
+                      torch.empty_like(torch.zeros(5, dtype=dtype, device=dev)),
+                      torch.zeros(2, dtype=dtype, device=dev).resize_(6)]
+                for dev in ("cpu", "ember")}
+    finally:
+        torch.use_deterministic_algorithms(False)
+    for got, want in zip(made["ember"], made["cpu"]):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=0, atol=0)

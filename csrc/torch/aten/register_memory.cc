@@ -3,6 +3,8 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/InferSize.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
@@ -33,6 +35,19 @@ void check_dtype(c10::ScalarType t) {
                                 " is not supported on the ember device");
 }
 
+// Under torch.use_deterministic_algorithms(True) (and the default
+// torch.utils.deterministic.fill_uninitialized_memory) new memory holds NaN or the integer
+// maximum, as on CPU and CUDA, instead of whatever an earlier tensor left in the cached block.
+bool fill_uninitialized() {
+    const auto& ctx = at::globalContext();
+    return C10_UNLIKELY(ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory());
+}
+
+at::Tensor filled_if_deterministic(at::Tensor t) {
+    if (fill_uninitialized() && t.numel() > 0) at::native::fill_empty_deterministic_(t);
+    return t;
+}
+
 at::Tensor wrapper_empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                        std::optional<c10::Layout> layout,
                                        std::optional<c10::Device> device,
@@ -44,7 +59,7 @@ at::Tensor wrapper_empty_memory_format(c10::IntArrayRef size, std::optional<c10:
     auto t = dtype.value_or(c10::get_default_dtype_as_scalartype());
     check_dtype(t);
     c10::DeviceGuard guard(target_device(device));
-    return at::detail::empty_generic(size, device_allocator(), kEmberKeys, t, memory_format);
+    return filled_if_deterministic(at::detail::empty_generic(size, device_allocator(), kEmberKeys, t, memory_format));
 }
 
 at::Tensor wrapper_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -57,7 +72,7 @@ at::Tensor wrapper_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
     auto t = dtype.value_or(c10::get_default_dtype_as_scalartype());
     check_dtype(t);
     c10::DeviceGuard guard(target_device(device));
-    return at::detail::empty_strided_generic(size, stride, device_allocator(), kEmberKeys, t);
+    return filled_if_deterministic(at::detail::empty_strided_generic(size, stride, device_allocator(), kEmberKeys, t));
 }
 
 // Makes the storage large enough for `self`'s current geometry.
@@ -73,8 +88,10 @@ const at::Tensor& wrapper_resize_(const at::Tensor& self, c10::IntArrayRef size,
                                   std::optional<c10::MemoryFormat> memory_format) {
     auto* impl = self.unsafeGetTensorImpl();
     if (impl->sizes() != size) {
+        const auto old_nbytes = static_cast<int64_t>(impl->storage().nbytes());
         impl->set_sizes_contiguous(size);
         ensure_storage(self);
+        if (fill_uninitialized()) at::native::fill_resize_deterministic_(self, old_nbytes);
     }
     if (memory_format.has_value()) {
         TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
