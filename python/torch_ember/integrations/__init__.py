@@ -51,6 +51,7 @@ _PATCHES = {
     "torch._prims.rng_prims": ("_rng_prims", "patch_rng_state_ops"),
     "torch.optim.optimizer": ("_optim", "patch_capture_check"),
     "torch._dynamo.variables.optimizer": ("_optim", "patch_dynamo_capturable"),
+    "torch.multiprocessing.reductions": ("_multiprocessing", "patch_reductions"),
     "triton.backends": ("_triton", "register_backend"),
 }
 _done = set()
