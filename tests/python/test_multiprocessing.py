@@ -1,5 +1,6 @@
-"""Ember tensors cross process boundaries as CUDA tensors do for DataLoader workers and
-torch.multiprocessing queues: as a copy, moved back to the same ember device index."""
+"""Ember tensors across processes and devices: DataLoader workers and torch.multiprocessing queues
+(a copy, moved back to the same ember device index), and nn.DataParallel over ember devices."""
+import copy
 import subprocess
 import sys
 import textwrap
@@ -76,3 +77,29 @@ def test_a_non_leaf_tensor_is_refused_as_on_cpu():
     x = torch.ones(2, device="ember", requires_grad=True) * 2
     with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor"):
         ForkingPickler.dumps(x)
+
+
+def test_data_parallel_splits_the_batch_across_ember_devices():
+    # DataParallel's scatter/broadcast/gather called CUDA-only C++ functions: with two ember
+    # devices (the default) the first forward raised. They are copies between ember devices now.
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 3))
+    model = copy.deepcopy(cpu).to("ember")
+    seen = set()
+    model[0].register_forward_pre_hook(lambda mod, args: seen.add(str(args[0].device)))
+    dp = torch.nn.DataParallel(model)
+    assert dp.device_ids == [0, 1]
+    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.1)
+    opt = torch.optim.SGD(dp.parameters(), lr=0.1)
+    for _ in range(3):
+        x, y = torch.randn(10, 8), torch.randn(10, 3)
+        want = torch.nn.functional.mse_loss(cpu(x), y)
+        out = dp(x.to("ember"))
+        got = torch.nn.functional.mse_loss(out, y.to("ember"))
+        assert out.device == torch.device("ember:0")
+        torch.testing.assert_close(got.cpu(), want)
+        opt_cpu.zero_grad(), want.backward(), opt_cpu.step()
+        opt.zero_grad(), got.backward(), opt.step()
+    assert seen == {"ember:0", "ember:1"}
+    for a, b in zip(cpu.parameters(), model.parameters()):
+        torch.testing.assert_close(b.detach().cpu(), a.detach())

@@ -52,6 +52,7 @@ _PATCHES = {
     "torch.optim.optimizer": ("_optim", "patch_capture_check"),
     "torch._dynamo.variables.optimizer": ("_optim", "patch_dynamo_capturable"),
     "torch.multiprocessing.reductions": ("_multiprocessing", "patch_reductions"),
+    "torch.nn.parallel.comm": ("_data_parallel", "patch_comm"),
     "triton.backends": ("_triton", "register_backend"),
 }
 _done = set()
