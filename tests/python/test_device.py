@@ -147,3 +147,13 @@ def test_an_unreadable_device_memory_setting_is_reported():
                        env={**os.environ, "EMBER_DEVICE_MEMORY": "8GB!"})
     assert r.returncode == 0 and r.stdout.strip() == "True"
     assert "EMBER_DEVICE_MEMORY=8GB! is not a positive size" in r.stderr
+
+
+@pytest.mark.parametrize("name,value", [("EMBER_DEVICE_COUNT", "two"), ("EMBER_NUM_THREADS", "0")])
+def test_an_unreadable_integer_setting_is_reported(name, value):
+    # A typo in an integer knob passed silently for the default.
+    code = "import torch, torch_ember; torch.ones(1, device='ember').cpu(); print(torch.ember.device_count())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, name: value})
+    assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr[-2000:]
+    assert f"{name}={value} is not an integer" in r.stderr

@@ -16,7 +16,12 @@ int read_int(const char* name, int fallback, int min_value) {
     if (!v) return fallback;
     char* end = nullptr;
     long parsed = std::strtol(v->c_str(), &end, 10);
-    if (end == v->c_str() || *end != '\0' || parsed < min_value) return fallback;
+    if (end == v->c_str() || *end != '\0' || parsed < min_value) {
+        // Said once per knob (values are cached): a typo must not pass for the default silently.
+        std::fprintf(stderr, "ember: %s=%s is not an integer >= %d; using the default %d instead\n", name,
+                     v->c_str(), min_value, fallback);
+        return fallback;
+    }
     return static_cast<int>(parsed);
 }
 
