@@ -57,6 +57,8 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
     row (NeRF's hierarchical sampling): each position counts its row's boundaries b with
     not (v <= b) (left) or not (v < b) (right), the CPU's binary-search tests, so a NaN value
     lands at the end as there."""
+    if side is not None and (side not in ("left", "right") or (right and side == "left")):
+        return NotImplemented  # the CPU's error: a misspelled side must not search from the left
     right = right or side == "right"
     if values.dtype != sorted_sequence.dtype:
         return NotImplemented
@@ -66,6 +68,9 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
         if (sorter.dtype != torch.int64 or sorter.shape != sorted_sequence.shape
                 or sorter.device != sorted_sequence.device):
             return NotImplemented
+        m = sorted_sequence.shape[-1]
+        if sorter.numel() and bool(((sorter < 0) | (sorter >= m)).any()):
+            return NotImplemented  # the CPU's "sorter index out of range", raised at the call
         sorted_sequence = sorted_sequence.gather(-1, sorter) if sorter.numel() else sorted_sequence
     if sorted_sequence.numel() == 0:
         if sorted_sequence.dim() != 1:

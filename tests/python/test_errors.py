@@ -423,6 +423,11 @@ def test_out_aliasing_an_input_is_refused(op):
      "Padding size should be less than"),
     (lambda x: F.pad(x[0, :, 0, :3], (-4, 1), mode="replicate"), "is too small"),
     (lambda x: F.smooth_l1_loss(x, x.flip(-1), beta=-1.0), "negative values for beta"),
+    # A misspelled side searched from the left; an out-of-range sorter failed later, on the device.
+    (lambda x: torch.searchsorted(x.flatten().sort()[0], x[0, 0], side="Right"), "side can only be"),
+    (lambda x: torch.searchsorted(x.flatten().sort()[0], x[0, 0], side="left", right=True), "opposites"),
+    (lambda x: torch.searchsorted(x[0, 0, 0], x[0, 0], sorter=torch.tensor([0, 1, 2, 4]).to(x.device)),
+     "sorter index out of range"),
 ])
 def test_decomposed_ops_check_arguments_like_cpu(call, message):
     # Reflect padding as wide as the input would wrap around instead of raising.
