@@ -143,7 +143,7 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
 # decomposition would compute them). linspace/logspace are not here: with fractional endpoints
 # the CPU's integer steps differ from the decomposition's.
 _INTEGERS_NOT_BOOL = frozenset({"addmv", "addmv.out", "mv", "mv.out", "dot", "vdot", "threshold",
-                                "threshold.out", "linalg_cross", "linalg_cross.out"})
+                                "threshold.out", "linalg_cross", "linalg_cross.out", "remainder.Scalar_Tensor"})
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)

@@ -62,3 +62,14 @@ def test_integer_division_by_zero_fails_like_cpu():
 def test_bad_rounding_mode():
     with pytest.raises(RuntimeError, match="rounding_mode to be one of None"):  # as on CPU
         torch.div(torch.ones(2, device="ember"), 2, rounding_mode="round")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64, torch.int8])
+@pytest.mark.parametrize("scalar", [3.14, -2.5, 7, -3])
+def test_scalar_first_remainder_rounds_the_scalar_like_cpu(scalar, dtype, native_only):
+    # remainder(3.14, half_tensor) went through PyTorch's reference decomposition, which computes
+    # in float32 from the unrounded scalar: up to 3% off the CPU, which rounds it to float16 first.
+    _, b = _operands(dtype)
+    b = b[b != 0]
+    got = torch.remainder(scalar, b.to("ember")).cpu()
+    torch.testing.assert_close(got, torch.remainder(scalar, b), equal_nan=True, rtol=0, atol=0)
