@@ -415,3 +415,18 @@ def test_index_copy_into_a_0d_tensor(native_only):
         want = x.index_copy(0, torch.tensor([0]), src)
         torch.testing.assert_close(x.to("ember").index_copy(0, torch.tensor([0], device="ember"), src.to("ember")).cpu(),
                                    want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.float16, torch.bool])
+def test_uint8_masks_read_natively_like_cpu(dtype, native_only):
+    # x[uint8_mask] (PyTorch's deprecated mask spelling) went to the CPU fallback for most
+    # dtypes, adding a second warning; it reads where the mask is nonzero, as a bool mask.
+    x = (torch.arange(24) % 5).to(dtype).reshape(4, 6)
+    rows = torch.tensor([1, 0, 2, 0], dtype=torch.uint8)
+    cols = torch.tensor([0, 7, 1, 0, 0, 1], dtype=torch.uint8)
+    for fn in (lambda t, r, c: t[r], lambda t, r, c: t[:, c], lambda t, r, c: t[r.unsqueeze(1) * c]):
+        with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+            got = fn(x.to("ember"), rows.to("ember"), cols.to("ember")).cpu()
+        with pytest.warns(UserWarning, match="deprecated"):
+            want = fn(x, rows, cols)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

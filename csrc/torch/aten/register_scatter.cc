@@ -356,6 +356,18 @@ at::Tensor canonical_indexing(const at::Tensor& self, const IndexList& indices, 
     return self.permute(order);
 }
 
+// A uint8 index reads as a mask (PyTorch's deprecated spelling, warned about before dispatch),
+// selecting where it is nonzero. Writes keep the CPU's path, which refuses some uint8 forms.
+IndexList bool_masks(const IndexList& indices) {
+    IndexList out;
+    for (size_t k = 0; k < indices.size(); ++k) {
+        std::optional<at::Tensor> t = indices.get(k);
+        if (t.has_value() && t->defined() && t->scalar_type() == at::kByte) t = t->ne(0);
+        out.push_back(t);
+    }
+    return out;
+}
+
 at::Tensor& index_out(const at::Tensor& self_in, const IndexList& indices_in, at::Tensor& out) {
     // Complex values: the same indices pick (re, im) pairs of the real view, whose extra last
     // dim no index touches.
@@ -365,7 +377,7 @@ at::Tensor& index_out(const at::Tensor& self_in, const IndexList& indices_in, at
     OneIndex r;
     IndexList indices;
     bool changed = false;
-    const at::Tensor base = canonical_indexing(self_in, indices_in, indices, changed);
+    const at::Tensor base = canonical_indexing(self_in, bool_masks(indices_in), indices, changed);
     // A strided self (a transposed or sliced view) is read through a contiguous copy.
     const at::Tensor self = base.is_contiguous() ? base : base.contiguous();
     if (!plain_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type() || !one_index(self, indices, r))
