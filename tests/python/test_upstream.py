@@ -172,6 +172,18 @@ def test_spent_budget_runs_nothing(tmp_path):
     assert data["results"] == []
 
 
+def test_a_file_that_fails_to_import_is_an_error(tmp_path):
+    # It was reported as "ran" with no tests and the command succeeded.
+    src = _fake_tree(tmp_path / "pytorch")
+    (src / "test" / "test_broken.py").write_text("from torch.testing._internal import no_such_name\n")
+    data = upstream.run(src, files=["test_broken.py"], control=False, progress=False)
+    info = data["files"]["test_broken.py"]
+    assert info["status"] == "error"
+    assert any("collection error: test_broken.py: ImportError" in n for n in info["notes"]), info["notes"]
+    assert upstream.main(["--pytorch-src", str(src), "--files", "test_broken.py", "--no-control",
+                          "--no-progress"]) == 1
+
+
 def test_bad_tree_is_a_usage_error(tmp_path, capsys):
     assert upstream.main(["--pytorch-src", str(tmp_path / "nowhere"), "--no-progress"]) == 2
     assert "PyTorch source tree" in capsys.readouterr().err

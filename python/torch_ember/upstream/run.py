@@ -679,7 +679,9 @@ def run(pytorch_src, files=None, budget: float | None = None,
             for rec in job["results"]:
                 rec["file"] = name
             results += job["results"]
-            status = ("ran" if job["collected"] is not None else
+            # A file that fails to import still ends pytest's collection, with nothing in it.
+            import_failed = not job["collected"] and any(n.startswith("collection error") for n in job["notes"])
+            status = ("error" if import_failed else "ran" if job["collected"] is not None else
                       "not run" if job["stop"] == "time budget" else "error")
             info.update(status=status,
                         counts=dict(Counter(r["status"] for r in job["results"])),
