@@ -341,8 +341,10 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
 // on CUDA); MoE routers call this on every step to count tokens per expert.
 at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
     TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
-    TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), false),
-                "bincount only supports 1-d non-negative integral inputs.");
+    // The CPU kernel's dispatch refuses a non-integer dtype before it checks the shape.
+    TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), false), "\"bincount\" not implemented for '",
+                                c10::toString(self.scalar_type()), "'");
+    TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
     const bool weighted = weights.has_value() && weights->defined();
     TORCH_CHECK(!weighted || (weights->dim() == 1 && weights->size(0) == self.size(0)),
                 "weights should be 1-d and have the same length as input");
