@@ -503,6 +503,8 @@ def _index_fill_(op):
     def run(self, dim, index, value):
         from torch._decomp import decomposition_table
 
+        if not self.is_complex() and (isinstance(value, complex) or (isinstance(value, torch.Tensor) and value.is_complex())):
+            raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
         shared = [d for d in range(self.dim()) if self.stride(d) == 0 and self.shape[d] > 1]
         if not shared:
             return decomposition_table[op](self, dim, index, value)

@@ -523,3 +523,12 @@ def test_argument_errors_come_at_the_call_as_on_the_cpu():
         torch.heaviside(x, torch.tensor([0.5], dtype=torch.float64, device="ember"))
     torch.testing.assert_close(torch.heaviside(x, torch.tensor([0.5], device="ember")).cpu(),
                                torch.heaviside(x.cpu(), torch.tensor([0.5])))
+
+
+def test_complex_fill_values_of_real_tensors_raise_the_cpus_errors():
+    for make in (lambda x: x.index_fill_(1, torch.tensor([0], device=x.device), 1 + 2j),
+                 lambda x: x.fill_(1 + 2j), lambda x: x.masked_fill_(x > 0, 1j)):
+        with pytest.raises(RuntimeError) as cpu:
+            make(torch.zeros(3, 4))
+        with pytest.raises(RuntimeError, match=re.escape(str(cpu.value).splitlines()[0])):
+            make(torch.zeros(3, 4, device="ember"))
