@@ -68,9 +68,11 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
         if (sorter.dtype != torch.int64 or sorter.shape != sorted_sequence.shape
                 or sorter.device != sorted_sequence.device):
             return NotImplemented
+        # The CPU's "sorter index out of range", raised at the call: a host read, so in eager mode
+        # only (a traced graph has no values to read; there the gather checks on the device).
         m = sorted_sequence.shape[-1]
-        if sorter.numel() and bool(((sorter < 0) | (sorter >= m)).any()):
-            return NotImplemented  # the CPU's "sorter index out of range", raised at the call
+        if type(sorter) is torch.Tensor and sorter.numel() and bool(((sorter < 0) | (sorter >= m)).any()):
+            return NotImplemented
         sorted_sequence = sorted_sequence.gather(-1, sorter) if sorter.numel() else sorted_sequence
     if sorted_sequence.numel() == 0:
         if sorted_sequence.dim() != 1:

@@ -480,6 +480,18 @@ def test_views_after_a_piece_see_the_layout_they_were_traced_with():
     torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=1e-4, atol=2e-4)
 
 
+def test_searchsorted_with_a_sorter_compiles_whole(native_only):
+    # Eager mode checks the sorter's range on the host; a traced graph has no values to read, and
+    # that check must not break it.
+    def f(s, v, o):
+        return torch.searchsorted(s, v, sorter=o) * 2 + torch.searchsorted(s.sort()[0], v, side="right")
+
+    seq = torch.tensor([3.0, 1.0, 2.0, 5.0])
+    args = (seq, torch.tensor([0.5, 2.5, 9.0]), torch.argsort(seq))
+    out = torch.compile(f, backend="ember", fullgraph=True)(*[a.to("ember") for a in args])
+    torch.testing.assert_close(out.cpu(), f(*args))
+
+
 def test_a_library_step_that_falls_back_for_its_arguments_is_reported():
     # searchsorted has a composed eager path that hands values of another dtype than the
     # sequence's to the CPU: only running the step shows it. The graph runs (results are right)
