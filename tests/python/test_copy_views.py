@@ -384,11 +384,6 @@ def test_fill_with_non_0dim_tensor_fails():
         torch.zeros(3, device="ember").fill_(torch.ones(2))
 
 
-def test_fill_real_with_complex_fails():
-    with pytest.raises(RuntimeError, match="complex"):
-        torch.zeros(3, device="ember").fill_(1 + 1j)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16,
                                    torch.complex64])
 def test_zero_on_strided_views(dtype):
