@@ -148,12 +148,8 @@ def _specializing(gm, options):
         fn = compiled.get(key)
         if fn is None and len(compiled) >= SPECIALIZATIONS:
             if not eager:
-                eager.append(_stats.CompileRecord(
-                    name=f"graph{_next_id()}_eager", kind="eager",
-                    recompile_reason=f"more than {SPECIALIZATIONS} input signatures: new ones run eagerly"))
-                _stats.record(eager[0])
-            eager[0].eager_calls += 1
-            return gm(*args)
+                eager.append(_run_eagerly(gm, f"more than {SPECIALIZATIONS} input signatures: new ones run eagerly"))
+            return eager[0](*args)
         if fn is None:
             reason = _recompile_reason(compiled, key)
             fn = compiled[key] = _specialize(gm, args, options, reason)
@@ -225,18 +221,8 @@ def _recompile_reason(compiled: dict, key: tuple) -> str:
     return "new input signature"
 
 
-def _touches_ember(gm: torch.fx.GraphModule, example_inputs) -> bool:
-    """Whether the graph has an ember tensor among its inputs or creates one."""
-    def on_ember(v):
-        if isinstance(v, (list, tuple)):
-            return any(on_ember(x) for x in v)
-        return isinstance(v, torch.Tensor) and v.device.type == "ember"
-
-    return on_ember(list(example_inputs)) or any(on_ember(n.meta.get("example_value")) for n in gm.graph.nodes)
-
-
 def _ember_devices(gm: torch.fx.GraphModule, example_inputs) -> list:
-    """The ember devices the graph's inputs and values are on."""
+    """The ember devices the graph's inputs and values are on (none: a graph of CPU tensors)."""
     found = set()
 
     def visit(v):
@@ -266,7 +252,8 @@ def _run_eagerly(gm, reason: str):
 
 def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """torch.compile backend entry point (registered as "ember")."""
-    if not _touches_ember(gm, example_inputs):
+    devices = _ember_devices(gm, example_inputs)
+    if not devices:
         # A model still on the CPU: compiling it for ember would move its results to the device
         # (and its gradients would then not match the CPU parameters). It runs as written; the
         # warning shows once per process under Python's default filter.
@@ -276,7 +263,6 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
                       "the CPU. Move the model and its inputs to 'ember' to compile it for the device.",
                       stacklevel=2)
         return gm.forward
-    devices = _ember_devices(gm, example_inputs)
     if len(devices) > 1:
         # A compiled graph runs on one device (its outputs and buffers are allocated there), so a
         # graph that moves tensors between devices (a model split across ember:0 and ember:1)

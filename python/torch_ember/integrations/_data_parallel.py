@@ -63,7 +63,7 @@ def patch_comm(comm) -> None:
         # reduce_add asks torch.cuda.nccl whether NCCL applies, which warns that this build has
         # none: true, and irrelevant to ember tensors, which are added by copies.
         def run(inputs, *args, **kwargs):
-            if not _ember(inputs if not isinstance(inputs[0], (list, tuple)) else inputs[0]):
+            if not _ember(inputs):
                 return reduce(inputs, *args, **kwargs)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="PyTorch is not compiled with NCCL support")
