@@ -350,6 +350,18 @@ def test_grid_sample_forward_backward(mode, padding_mode, align_corners, dims, n
             torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("padding_mode", ["border", "reflection"])
+def test_grid_sample_nan_coordinates_sample_the_border_like_cpu(padding_mode, native_only):
+    # max(NaN, 0) is 0 in the CPU's and CUDA's clipping, so a NaN coordinate (an infinite one,
+    # once reflected) reads the first pixel of its row instead of giving 0.
+    x = torch.randn(1, 2, 7, 9, generator=torch.Generator().manual_seed(12))
+    nan, inf = float("nan"), float("inf")
+    grid = torch.tensor([[[[nan, 0.0], [0.0, nan], [inf, 0.2], [-inf, -0.4], [0.3, 0.2]]]])
+    expected = F.grid_sample(x, grid, padding_mode=padding_mode, align_corners=False)
+    got = F.grid_sample(x.to("ember"), grid.to("ember"), padding_mode=padding_mode, align_corners=False)
+    torch.testing.assert_close(got.cpu(), expected)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
 def test_grid_sample_half_computes_in_float(dtype, mode, native_only):

@@ -275,10 +275,12 @@ bool grid_native(const at::Tensor& input, const at::Tensor& grid, int64_t mode, 
 }
 
 // Clip to [0, size - 1]; d(out)/d(in) is 1 strictly inside, 0 where clipped (CPU's convention).
+// A NaN coordinate (an infinite one after reflection) clips to 0, as the CPU's and CUDA's
+// max(x, 0) make it: it samples the border instead of vanishing.
 std::pair<at::Tensor, at::Tensor> clip_coordinates(const at::Tensor& in, int64_t size) {
     const double limit = static_cast<double>(size - 1);
     at::Tensor grad = in.gt(0).logical_and(in.lt(limit)).to(in.scalar_type());
-    return {in.clamp(0, limit), grad};
+    return {at::nan_to_num(in, 0.0).clamp(0, limit), grad};
 }
 
 // Reflect into [twice_low / 2, twice_high / 2] by folding, with the sign of each fold.
