@@ -219,10 +219,16 @@ void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
     }
 }
 
-// CUDA's autocast policy (ember's) leaves ops such as avg_pool3d in bfloat16/float16, which CUDA
-// computes in float and rounds once, but some CPU kernels have no 16-bit version. Their CPU call
-// is retried with the 16-bit floating arguments widened to float32 and the float32 results (and
-// written arguments) rounded back to the 16-bit dtype, which is what CUDA's kernels do.
+// CUDA's autocast policy (ember's) leaves avg_pool3d in bfloat16/float16, which CUDA computes in
+// float and rounds once, but the CPU kernel has no 16-bit version. Its CPU call is retried with
+// the 16-bit floating arguments widened to float32 and the float32 results (and written
+// arguments) rounded back to the 16-bit dtype, which is what CUDA's kernel does. Other ops keep
+// the CPU's refusal of a dtype it lacks (an op's claimed dtypes are the CPU's).
+bool widened_on_refusal(const std::string& op) {
+    return op == "aten::avg_pool3d" || op == "aten::avg_pool3d.out" || op == "aten::avg_pool3d_backward" ||
+           op == "aten::avg_pool3d_backward.grad_input";
+}
+
 bool half_kernel_missing(const c10::Error& e) {
     const std::string& m = e.msg();
     return m.find("not implemented for 'BFloat16'") != std::string::npos ||
@@ -306,7 +312,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool l
         op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     } catch (const c10::Error& e) {
         std::optional<at::ScalarType> half = half_dtype_of(originals);
-        if (library || !half || !half_kernel_missing(e)) throw;
+        if (library || !half || !widened_on_refusal(name) || !half_kernel_missing(e)) throw;
         // The kernel refused the dtype before touching anything: call it again, widened.
         stack->resize(begin);
         mutated.clear();

@@ -555,3 +555,26 @@ def test_dirichlet_and_beta_samples_run_natively(native_only):
     assert b.device.type == "ember" and abs(b.mean().item() - 2 / 7) < 0.01
     w = torch.distributions.Dirichlet(torch.ones(4, device="ember", dtype=torch.float64)).sample((3,))
     assert w.dtype == torch.float64 and torch.allclose(w.sum(-1).cpu(), torch.ones(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype,low,high", [
+    (torch.bfloat16, 100, 101), (torch.bfloat16, 2, 3), (torch.float16, 2, 3), (torch.bfloat16, -3, -2),
+    (torch.float32, 1e7, 1e7 + 1), (torch.float16, 1, 2)])
+def test_uniform_stays_below_its_upper_bound_in_the_dtype(dtype, low, high):
+    # Where the dtype's spacing is coarser than the random bits, rounding to nearest would
+    # return `high` (a quarter of bfloat16 uniform_(100, 101)); the CPU never does, and draws
+    # every value of the dtype in [low, high).
+    got = torch.empty(200_000, dtype=dtype, device="ember").uniform_(low, high).cpu()
+    cpu = torch.empty(200_000, dtype=dtype).uniform_(low, high)
+    assert got.min() >= low and got.max() < high
+    assert set(torch.unique(got).tolist()) == set(torch.unique(cpu).tolist())
+
+
+def test_double_random_numbers_have_53_random_bits():
+    x = torch.rand(1_000_000, dtype=torch.float64, device="ember").cpu()
+    assert x.unique().numel() == x.numel()  # 24 bits would repeat about 30,000 values
+    on_float_grid = (x * 2**24 == torch.floor(x * 2**24)).sum().item()
+    assert on_float_grid < 10, on_float_grid  # about 1e6 / 2**29 by chance
+    n = torch.randn(1_000_000, dtype=torch.float64, device="ember").cpu()
+    assert n.unique().numel() == n.numel()
+    assert abs(n.mean().item()) < 5e-3 and abs(n.std().item() - 1) < 5e-3

@@ -55,7 +55,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
         limit = static_cast<double>(std::numeric_limits<scalar_t>::max());
     });
     if (!(to - from <= limit) || from < -limit || to > limit) return cpu<ATEN_OP(uniform_)>(self, from, to, generator);
-    auto rng = reserve(generator, self, kernels::uniform_draws(self.numel()));
+    auto rng = reserve(generator, self, kernels::uniform_draws(self.numel(), to_dtype(self.scalar_type())));
     return queue_random(self, "uniform_", [from, to, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
         return kernels::uniform(v, from, to, rng, p);
     });
@@ -71,7 +71,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
     }
     if (!at::isFloatingType(self.scalar_type())) return cpu<ATEN_OP(normal_)>(self, mean, std, generator);
     TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-    auto rng = reserve(generator, self, kernels::normal_draws(self.numel()));
+    auto rng = reserve(generator, self, kernels::normal_draws(self.numel(), to_dtype(self.scalar_type())));
     return queue_random(self, "normal_", [mean, std, rng](const kernels::TensorView& v, runtime::ThreadPool* p) {
         return kernels::normal(v, mean, std, rng, p);
     });

@@ -27,8 +27,11 @@ void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]) {
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
-uint64_t uniform_draws(int64_t numel) { return (static_cast<uint64_t>(numel) + 3) / 4 * 4; }
-uint64_t normal_draws(int64_t numel) { return (2 * static_cast<uint64_t>(numel) + 3) / 4 * 4; }
+uint64_t uniform_draws(int64_t numel, DType t) {
+    const uint64_t n = static_cast<uint64_t>(numel) * (t == DType::kFloat64 ? 2 : 1);  // two draws per 53-bit unit
+    return (n + 3) / 4 * 4;
+}
+uint64_t normal_draws(int64_t numel, DType t) { return uniform_draws(2 * numel, t); }
 
 namespace {
 
@@ -39,18 +42,42 @@ inline uint32_t draw(const PhiloxState& rng, uint64_t k) {
     return out[k % 4];
 }
 
-// Uniform in [0, 1) with as many random bits as `t` has significand digits (8 for bfloat16, 11
-// for float16, 24 otherwise), as PyTorch's uniform_real does: every value is exact in `t`, so
-// none rounds up to 1 (which would make rand() return 1.0, bernoulli(1) return 0 and
-// exponential_ return inf).
-inline int unit_digits(DType t) {
-    return t == DType::kBFloat16 ? 8 : t == DType::kFloat16 ? 11 : 24;
+// Uniform in [0, 1): 24 random bits (float's significand, the resolution PyTorch uses for float
+// and narrower types), or 53 for double from two draws (2j, 2j + 1) where the others draw j.
+// uniform() rounds toward its lower bound, so no value reaches 1 in a narrower type either
+// (rand() returning 1.0 would make bernoulli(1) return 0 and exponential_ return inf).
+inline double unit(uint32_t x) { return static_cast<double>(x >> 8) * std::ldexp(1.0, -24); }
+// Unit number `j` of a call filling dtype `t`.
+inline double unit_of(const PhiloxState& rng, uint64_t j, DType t) {
+    if (t != DType::kFloat64) return unit(draw(rng, j));
+    const uint64_t bits = (static_cast<uint64_t>(draw(rng, 2 * j)) << 32 | draw(rng, 2 * j + 1)) >> 11;
+    return static_cast<double>(bits) * std::ldexp(1.0, -53);
 }
-inline double unit(uint32_t x, int digits) {
-    return static_cast<double>(x >> (32 - digits)) * std::ldexp(1.0, -digits);
+
+// The next 16-bit float (sign and magnitude bits, as bfloat16 and float16 are) below `bits`.
+inline uint16_t below16(uint16_t bits) {
+    const bool negative = bits & 0x8000;
+    if ((bits & 0x7fff) == 0) return 0x8001;  // below zero: the smallest negative subnormal
+    return negative ? static_cast<uint16_t>(bits + 1) : static_cast<uint16_t>(bits - 1);
 }
-// Uniform in [0, 1) with 24 random bits (float) — the same resolution PyTorch uses for float.
-inline double unit(uint32_t x) { return unit(x, 24); }
+
+// `v` (finite) rounded to `t`: to nearest, or with `down` to the largest value of `t` at most v.
+double round_in(DType t, double v, bool down) {
+    if (t == DType::kFloat64) return v;
+    float f = static_cast<float>(v);
+    if (down && static_cast<double>(f) > v) f = std::nextafter(f, -std::numeric_limits<float>::infinity());
+    if (t == DType::kBFloat16) {
+        BFloat16 h = to_bfloat16(f);
+        if (down && to_float(h) > f) h.bits = below16(h.bits);
+        return to_float(h);
+    }
+    if (t == DType::kFloat16) {
+        Half h = to_half(f);
+        if (down && to_float(h) > f) h.bits = below16(h.bits);
+        return to_float(h);
+    }
+    return f;
+}
 
 // value_of(i) returns a double or an int64; it is converted to the element type with PyTorch's rules.
 template <typename F>
@@ -78,18 +105,23 @@ Status fill_with(const TensorView& dst, runtime::ThreadPool* pool, F&& value_of)
 }  // namespace
 
 Status uniform(const TensorView& dst, double low, double high, PhiloxState rng, runtime::ThreadPool* pool) {
-    const int digits = unit_digits(dst.dtype);
+    const DType t = dst.dtype;
+    // The bounds as the dtype holds them (the CPU casts them first), and each value rounded
+    // toward `low`: rounded to nearest, a value just below `high` would become `high` wherever
+    // the dtype's spacing there is coarser than the draws' (bfloat16 above 2, float above 2^24).
+    const double lo = round_in(t, low, false), hi = round_in(t, high, false);
     return fill_with(dst, pool, [&](int64_t i) {
-        double v = low + (high - low) * unit(draw(rng, static_cast<uint64_t>(i)), digits);
-        return v < high ? v : low;  // rounding must not reach `high`
+        const double v = lo + (hi - lo) * unit_of(rng, static_cast<uint64_t>(i), t);
+        return v < hi ? round_in(t, v, true) : lo;
     });
 }
 
 Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, runtime::ThreadPool* pool) {
+    const DType t = dst.dtype;
     return fill_with(dst, pool, [&](int64_t i) {
-        // Box-Muller on draws (2i, 2i+1); u1 in (0, 1] keeps the log finite.
-        double u1 = 1.0 - unit(draw(rng, 2 * static_cast<uint64_t>(i)));
-        double u2 = unit(draw(rng, 2 * static_cast<uint64_t>(i) + 1));
+        // Box-Muller on units (2i, 2i+1), 53-bit for double; u1 in (0, 1] keeps the log finite.
+        double u1 = 1.0 - unit_of(rng, 2 * static_cast<uint64_t>(i), t);
+        double u2 = unit_of(rng, 2 * static_cast<uint64_t>(i) + 1, t);
         return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
     });
 }

@@ -17,13 +17,16 @@ struct PhiloxState {
     uint64_t offset = 0;  // in 32-bit draws; a multiple of 4
 };
 
-// Draws a call consumes for `numel` elements (Box-Muller normals use two per element).
-uint64_t uniform_draws(int64_t numel);
-uint64_t normal_draws(int64_t numel);
+// Draws a call consumes for `numel` elements of dtype `t`: one uniform per element (two draws for
+// a double's 53 random bits); Box-Muller normals use two uniforms per element.
+uint64_t uniform_draws(int64_t numel, DType t = DType::kFloat32);
+uint64_t normal_draws(int64_t numel, DType t = DType::kFloat32);
 
-// dst = uniform in [low, high) (floating dtypes).
+// dst = uniform in [low, high) (floating dtypes), with the dtype's significand bits of randomness
+// (24, 53 for double). The bounds are first rounded to the dtype, as the CPU does, and every value is
+// below `high` in the dtype too (each is rounded toward `low`).
 Status uniform(const TensorView& dst, double low, double high, PhiloxState rng, runtime::ThreadPool* pool);
-// dst = normal(mean, std) (floating dtypes).
+// dst = normal(mean, std) (floating dtypes; double from 53-bit uniforms).
 Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, runtime::ThreadPool* pool);
 // dst = 1 with probability p, else 0 (any real dtype).
 Status bernoulli(const TensorView& dst, double p, PhiloxState rng, runtime::ThreadPool* pool);
