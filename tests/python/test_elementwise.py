@@ -715,3 +715,15 @@ def test_gcd_of_floats_and_half_nextafter_keep_the_cpu_behaviour():
     # bfloat16 steps in its own representation: computed by the CPU, not in float32.
     torch.testing.assert_close(torch.nextafter(a.to("ember"), (a * 0).to("ember")).cpu(),
                                torch.nextafter(a, a * 0), rtol=0, atol=0)
+
+
+def test_double_erfinv_keeps_its_precision_near_one():
+    # Newton steps on erf(x) - y cancel as y nears 1 (a relative error of 9e-3 at 1 - 1e-14);
+    # the tail refines log erfc instead.
+    mpmath = pytest.importorskip("mpmath", reason="mpmath (a sympy dependency) gives the exact reference")
+    mpmath.mp.dps = 40
+    ys = [0.3, 0.6, 0.999, 1 - 1e-8, 1 - 1e-12, 1 - 1e-14, 1 - 2**-52, 1 - 2**-53, -(1 - 1e-13), 5e-300]
+    got = torch.erfinv(torch.tensor(ys, dtype=torch.float64, device="ember")).cpu().tolist()
+    for y, g in zip(ys, got):
+        ref = float(mpmath.erfinv(mpmath.mpf(y)))
+        assert abs(g - ref) <= 4e-16 * abs(ref), (y, g, ref)

@@ -29,7 +29,10 @@ template <typename T>
 inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
 
 // erfinv: Giles' single-precision approximation ("Approximating the erfinv function", 2010)
-// as the start, then two Newton steps on erf(x) = y in double, which reach double precision.
+// as the start, then Newton steps in double: two on erf(x) = y for |y| < 0.5, which reach double
+// precision; above, four on log erfc(|x|) = log(1 - |y|), where erf(x) - y would cancel (1 - |y|
+// is exact there, erfc keeps its relative precision in the tail, and the logarithm is nearly
+// linear in x, so the steps converge from the start's poorer tail, 1 - |y| below 1e-7).
 inline double erfinv(double y) {
     if (!(y > -1.0 && y < 1.0)) {
         if (y == 1.0) return std::numeric_limits<double>::infinity();
@@ -51,8 +54,17 @@ inline double erfinv(double y) {
             p = c + p * w;
     }
     double x = p * y;
-    for (int k = 0; k < 2; ++k) x -= (std::erf(x) - y) / (M_2_SQRTPI * std::exp(-x * x));
-    return x;
+    if (std::fabs(y) < 0.5) {
+        for (int k = 0; k < 2; ++k) x -= (std::erf(x) - y) / (M_2_SQRTPI * std::exp(-x * x));
+        return x;
+    }
+    const double log_tail = std::log(1.0 - std::fabs(y));
+    double a = std::fabs(x);
+    for (int k = 0; k < 4; ++k) {
+        const double c = std::erfc(a);
+        a += (std::log(c) - log_tail) * c / (M_2_SQRTPI * std::exp(-a * a));
+    }
+    return y < 0 ? -a : a;
 }
 
 // lgamma through the reentrant forms: plain lgamma writes the global signgam from every thread.
