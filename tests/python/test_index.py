@@ -433,3 +433,35 @@ def test_uint8_masks_read_natively_like_cpu(dtype, native_only):
         with pytest.warns(UserWarning, match="deprecated"):
             want = fn(x, rows, cols)
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_masks_mixed_with_integer_indices_run_natively(native_only):
+    # x[mask, idx] (detection losses pick each matched anchor's class this way): the mask is the
+    # integer indices of its true positions, as PyTorch expands it.
+    g = torch.Generator().manual_seed(3)
+    t = torch.randn(6, 5, 4, generator=g)
+    mask = torch.rand(6, generator=g) > 0.4
+    mask2 = torch.rand(6, 5, generator=g) > 0.5
+    idx = torch.randint(0, 5, (int(mask.sum()),), generator=g)
+    idx2 = torch.randint(0, 4, (int(mask2.sum()),), generator=g)
+    reads = [lambda x, d: x[mask.to(d), idx.to(d)], lambda x, d: x[mask.to(d), :, 1],
+             lambda x, d: x[mask2.to(d), idx2.to(d)], lambda x, d: x[mask.to(d), idx.to(d), 2],
+             lambda x, d: x[mask, idx]]  # CPU index tensors, as CUDA accepts
+    for read in reads:
+        xc, xe = t.clone().requires_grad_(), t.to("ember").requires_grad_()
+        expected, got = read(xc, "cpu"), read(xe, "ember")
+        torch.testing.assert_close(got.cpu(), expected)
+        w = torch.randn(expected.shape, generator=g)
+        expected.backward(w)
+        got.backward(w.to("ember"))
+        torch.testing.assert_close(xe.grad.cpu(), xc.grad)
+    for accumulate in (False, True):
+        a, b = t.clone(), t.to("ember")
+        v = torch.randn(int(mask.sum()), 4, generator=g)
+        a.index_put_((mask, idx), v, accumulate=accumulate)
+        b.index_put_((mask.to("ember"), idx.to("ember")), v.to("ember"), accumulate=accumulate)
+        a[mask, idx] = 7.0
+        b[mask.to("ember"), idx.to("ember")] = 7.0
+        torch.testing.assert_close(b.cpu(), a)
+    with pytest.raises(IndexError, match=r"The shape of the mask \[5\] at index 0 does not match"):
+        t.to("ember")[torch.ones(5, dtype=torch.bool, device="ember"), idx[:1].to("ember")]

@@ -368,6 +368,39 @@ IndexList bool_masks(const IndexList& indices) {
     return out;
 }
 
+// A bool mask among other indices (x[mask, idx], the box losses of detection models) is the
+// int64 indices of its true positions, one per dim it covers, as PyTorch expands it; the result
+// then takes the integer paths above. nullopt: no such mask (or a form left to the fallback,
+// whose checks word the errors).
+std::optional<IndexList> masks_as_indices(const at::Tensor& self, const IndexList& indices) {
+    int64_t defined = 0;
+    bool mask = false;
+    for (size_t k = 0; k < indices.size(); ++k) {
+        const std::optional<at::Tensor> t = indices.get(k);
+        if (!t.has_value() || !t->defined()) continue;
+        ++defined;
+        mask = mask || t->scalar_type() == at::kBool;
+    }
+    if (!mask || defined < 2) return std::nullopt;
+    IndexList out;
+    int64_t dim = 0;
+    for (size_t k = 0; k < indices.size(); ++k) {
+        const std::optional<at::Tensor> t = indices.get(k);
+        if (!t.has_value() || !t->defined() || t->scalar_type() != at::kBool) {
+            out.push_back(t);
+            ++dim;
+            continue;
+        }
+        if (t->dim() == 0 || dim + t->dim() > self.dim()) return std::nullopt;
+        for (int64_t d = 0; d < t->dim(); ++d)
+            if (t->size(d) != self.size(dim + d)) return std::nullopt;
+        const at::Tensor nz = at::nonzero(t->to(self.device()));  // [count, t->dim()]
+        for (int64_t d = 0; d < t->dim(); ++d) out.push_back(std::optional<at::Tensor>(nz.select(1, d)));
+        dim += t->dim();
+    }
+    return out;
+}
+
 at::Tensor& index_out(const at::Tensor& self_in, const IndexList& indices_in, at::Tensor& out) {
     // Complex values: the same indices pick (re, im) pairs of the real view, whose extra last
     // dim no index touches.
@@ -377,7 +410,9 @@ at::Tensor& index_out(const at::Tensor& self_in, const IndexList& indices_in, at
     OneIndex r;
     IndexList indices;
     bool changed = false;
-    const at::Tensor base = canonical_indexing(self_in, bool_masks(indices_in), indices, changed);
+    const IndexList masks = bool_masks(indices_in);
+    const std::optional<IndexList> expanded = masks_as_indices(self_in, masks);
+    const at::Tensor base = canonical_indexing(self_in, expanded ? *expanded : masks, indices, changed);
     // A strided self (a transposed or sliced view) is read through a contiguous copy.
     const at::Tensor self = base.is_contiguous() ? base : base.contiguous();
     if (!plain_dtype(self.scalar_type()) || out.scalar_type() != self.scalar_type() || !one_index(self, indices, r))
@@ -420,6 +455,10 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
     if (!plain_dtype(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
         !on_device(self.device(), values)) {
         return fallback();
+    }
+    if (const std::optional<IndexList> expanded = masks_as_indices(self, indices)) {
+        index_put_impl_(self, *expanded, values, accumulate, unsafe);
+        return self;
     }
     IndexList moved;
     bool changed = false;
