@@ -207,8 +207,7 @@ bool mutates_undeclared(const std::string& name, size_t arg) {
 void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
     auto one = [](const at::Tensor& dst, const at::Tensor& src) {
         if (!dst.defined() || !is_ember(dst)) return;
-        // (a widened retry computed a 16-bit argument in float32)
-        at::_copy_from_and_resize(src.scalar_type() == dst.scalar_type() ? src : src.to(dst.scalar_type()), dst);
+        at::_copy_from_and_resize(src, dst);
     };
     if (original.isTensor()) {
         one(original.toTensor(), cpu.toTensor());
@@ -217,66 +216,6 @@ void copy_back(const c10::IValue& original, const c10::IValue& cpu) {
         auto src = cpu.toTensorVector();
         for (size_t k = 0; k < dst.size(); ++k) one(dst[k], src[k]);
     }
-}
-
-// CUDA's autocast policy (ember's) leaves avg_pool3d in bfloat16/float16, which CUDA computes in
-// float and rounds once, but the CPU kernel has no 16-bit version. Its CPU call is retried with
-// the 16-bit floating arguments widened to float32 and the float32 results (and written
-// arguments) rounded back to the 16-bit dtype, which is what CUDA's kernel does. Other ops keep
-// the CPU's refusal of a dtype it lacks (an op's claimed dtypes are the CPU's).
-bool widened_on_refusal(const std::string& op) {
-    return op == "aten::avg_pool3d" || op == "aten::avg_pool3d.out" || op == "aten::avg_pool3d_backward" ||
-           op == "aten::avg_pool3d_backward.grad_input";
-}
-
-bool half_kernel_missing(const c10::Error& e) {
-    const std::string& m = e.msg();
-    return m.find("not implemented for 'BFloat16'") != std::string::npos ||
-           m.find("not implemented for 'Half'") != std::string::npos;
-}
-
-bool is_half(const at::Tensor& t) {
-    return t.defined() && (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
-}
-
-// The 16-bit floating dtype of the arguments, if they have exactly one.
-std::optional<at::ScalarType> half_dtype_of(const std::vector<c10::IValue>& args) {
-    std::optional<at::ScalarType> found;
-    bool mixed = false;
-    auto visit = [&](const at::Tensor& t) {
-        if (!is_half(t)) return;
-        if (found && *found != t.scalar_type()) mixed = true;
-        found = t.scalar_type();
-    };
-    for (const auto& iv : args) {
-        if (iv.isTensor()) visit(iv.toTensor());
-        else if (iv.isTensorList()) for (const auto& t : iv.toTensorVector()) visit(t);
-    }
-    return mixed ? std::nullopt : found;
-}
-
-c10::IValue widened(const c10::IValue& iv) {
-    auto wide = [](const at::Tensor& t) { return is_half(t) ? t.to(at::kFloat) : t; };
-    if (iv.isTensor()) return c10::IValue(wide(iv.toTensor()));
-    if (iv.isTensorList()) {
-        std::vector<at::Tensor> ts = iv.toTensorVector();
-        for (auto& t : ts) t = wide(t);
-        return c10::IValue(c10::List<at::Tensor>(ts));
-    }
-    return iv;
-}
-
-c10::IValue narrowed(const c10::IValue& iv, at::ScalarType half) {
-    auto narrow = [half](const at::Tensor& t) {
-        return t.defined() && t.scalar_type() == at::kFloat ? t.to(half) : t;
-    };
-    if (iv.isTensor()) return c10::IValue(narrow(iv.toTensor()));
-    if (iv.isTensorList()) {
-        std::vector<at::Tensor> ts = iv.toTensorVector();
-        for (auto& t : ts) t = narrow(t);
-        return c10::IValue(c10::List<at::Tensor>(ts));
-    }
-    return iv;
 }
 
 // The shared body of the fallback and of library ops: arguments to the host (copies, or for a
@@ -307,31 +246,13 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool l
         if (written(i)) mutated.emplace_back(i, (*stack)[begin + i]);
     }
 
-    std::optional<at::ScalarType> widened_from;
-    try {
-        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-    } catch (const c10::Error& e) {
-        std::optional<at::ScalarType> half = half_dtype_of(originals);
-        if (library || !half || !widened_on_refusal(name) || !half_kernel_missing(e)) throw;
-        // The kernel refused the dtype before touching anything: call it again, widened.
-        stack->resize(begin);
-        mutated.clear();
-        for (size_t i = 0; i < args.size(); ++i) {
-            c10::IValue iv = originals[i];
-            move_arg_to_cpu(iv);
-            stack->push_back(widened(iv));
-            if (written(i)) mutated.emplace_back(i, stack->back());
-        }
-        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-        widened_from = half;
-    }
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
     for (const auto& [i, cpu] : mutated) copy_back(originals[i], cpu);
     const auto& rets = schema.returns();
     const size_t rbegin = stack->size() - rets.size();
     for (size_t j = 0; j < rets.size(); ++j) {
         auto& iv = (*stack)[rbegin + j];
-        if (widened_from) iv = narrowed(iv, *widened_from);
         const auto* alias = rets[j].alias_info();
         if (alias && alias->isWrite()) {
             // In-place and out= results are the caller's own tensors.

@@ -687,29 +687,3 @@ def test_refused_call_does_not_warn():
     assert len(_ember_warnings(rec)) == 1
     torch.testing.assert_close(a.cpu(), ref, rtol=0, atol=0)
 
-
-def test_sixteen_bit_ops_the_cpu_lacks_run_widened_like_cuda():
-    # CUDA's autocast policy (ember's) keeps avg_pool3d in bfloat16; the CPU has no bfloat16
-    # avg_pool3d, so the fallback computes it in float32 and rounds once, as CUDA's kernel does.
-    torch.manual_seed(0)
-    x = torch.randn(2, 3, 4, 6, 6)
-    for dtype in (torch.bfloat16, torch.float16):
-        with pytest.raises(NotImplementedError, match="not implemented for"):
-            F.avg_pool3d(x.to(dtype), 2)  # the CPU's own refusal
-        xe = x.to(dtype).to("ember").requires_grad_()
-        out = F.avg_pool3d(xe, 2, stride=1, padding=1)
-        xf = x.to(dtype).float().requires_grad_()
-        ref = F.avg_pool3d(xf, 2, stride=1, padding=1)
-        assert out.dtype == dtype
-        torch.testing.assert_close(out.cpu(), ref.to(dtype))
-        g = torch.randn(ref.shape).to(dtype)
-        out.backward(g.to("ember"))
-        ref.backward(g.float())
-        assert xe.grad.dtype == dtype
-        torch.testing.assert_close(xe.grad.cpu(), xf.grad.to(dtype))
-        out_arg = torch.empty(0, dtype=dtype, device="ember")
-        torch.ops.aten.avg_pool3d.out(xe.detach(), [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, None, out=out_arg)
-        torch.testing.assert_close(out_arg.cpu(), F.avg_pool3d(x.to(dtype).float(), 2).to(dtype))
-    with torch.autocast("ember", dtype=torch.bfloat16):
-        y = torch.nn.AvgPool3d(2)(torch.nn.Conv3d(3, 4, 3, padding=1).to("ember")(x.to("ember")))
-    assert y.dtype == torch.bfloat16

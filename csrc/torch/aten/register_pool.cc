@@ -247,9 +247,9 @@ at::Tensor in_float(const at::Tensor& t) { return reduced(t.scalar_type()) ? t.t
 at::Tensor& avg_pool3d_out(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                            c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override, at::Tensor& out) {
-    // The CPU's avg_pool3d has no bfloat16 (its error is kept) and rounds float16 per step; adaptive pooling
-    // has both.
-    if (!pool3d_dtype(self) || reduced(self.scalar_type()) || !pool3d_args(kernel, stride, padding) ||
+    // The CPU's avg_pool3d has no bfloat16 or float16 kernel; CUDA's (whose autocast policy keeps the op
+    // in 16 bits) pools in float and rounds once, as this does.
+    if (!pool3d_dtype(self) || !pool3d_args(kernel, stride, padding) ||
         (divisor_override && *divisor_override == 0) || out.scalar_type() != self.scalar_type()) {
         return cpu<ATEN_OP2(avg_pool3d, out)>(self, kernel, stride, padding, ceil_mode, count_include_pad,
                                               divisor_override, out);
@@ -286,7 +286,7 @@ at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad, const at::Tensor& se
                                     c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
                                     bool count_include_pad, std::optional<int64_t> divisor_override,
                                     at::Tensor& grad_input) {
-    if (!pool3d_dtype(self) || reduced(self.scalar_type()) || !pool3d_args(kernel, stride, padding) ||
+    if (!pool3d_dtype(self) || !pool3d_args(kernel, stride, padding) ||
         (divisor_override && *divisor_override == 0) || grad.scalar_type() != self.scalar_type() || grad.dim() != self.dim() || !on_device(self.device(), grad) ||
         grad_input.scalar_type() != self.scalar_type()) {
         return cpu<ATEN_OP2(avg_pool3d_backward, grad_input)>(grad, self, kernel, stride, padding, ceil_mode,
