@@ -542,9 +542,10 @@ def _refusing_negative_slope_from_result(op, name, slope_index, flag_index):
 
         slope, from_result = args[slope_index], args[flag_index]
         if from_result and float(slope) < 0:
+            # The CPU's wording, which code and tests match on.
             raise RuntimeError(f"In-place {name} backward calculation is triggered with a negative slope which is "
-                               "not supported. This is caused by calling the in-place forward function with a "
-                               "negative slope; call the out-of-place version instead.")
+                               "not supported. This is caused by calling in-place forward function with a "
+                               "negative slope, please call out-of-place version instead.")
         return decomposition_table[op](*args, **kwargs)
     return run
 
