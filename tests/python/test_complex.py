@@ -208,3 +208,17 @@ def test_lazy_conjugate_and_negation_views_in_compiled_graphs(native_only):
     torch.compile(lambda a: a.add_(1), backend="ember")(view)
     zc.conj().imag.add_(1)
     torch.testing.assert_close(ze.cpu(), zc)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.complex32])
+def test_complex_fill_of_an_expanded_tensor_like_cpu(dtype):
+    # fill_ writes one value, so the CPU allows it through an expanded view; so does ember.
+    for value in (1 + 2j, 3, float("nan"), True):
+        got = torch.zeros(1, dtype=dtype, device="ember").expand(4).fill_(value)
+        expected = torch.zeros(1, dtype=dtype).expand(4).fill_(value)
+        torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+    got = torch.ones(1, dtype=dtype, device="ember").expand(3).zero_()
+    torch.testing.assert_close(got.cpu(), torch.zeros(3, dtype=dtype))
+    if dtype == torch.complex64:
+        with pytest.raises(RuntimeError, match="value cannot be converted to type c10::complex<float>"):
+            torch.zeros(2, dtype=dtype, device="ember").fill_(1e40 + 1j)

@@ -237,6 +237,18 @@ kernels::Scalar to_kernel_scalar(const c10::Scalar& v) {
 
 at::Tensor& wrapper_fill_scalar(at::Tensor& self, const c10::Scalar& value) {
     if (self.numel() == 0) return self;
+    if (self.is_complex() && !self.is_conj()) {
+        // The CPU's conversion check (and message), then each part filled through the real view,
+        // with no overlap check: fill writes one value, so an expanded self is as fine as on the CPU.
+        AT_DISPATCH_V2(self.scalar_type(), "ember_fill_check", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                       AT_EXPAND(AT_COMPLEX_TYPES), at::kComplexHalf);
+        const c10::complex<double> v = value.toComplexDouble();
+        at::Tensor parts = at::view_as_real(self);
+        at::Tensor re = parts.select(-1, 0), im = parts.select(-1, 1);
+        wrapper_fill_scalar(re, v.real());
+        wrapper_fill_scalar(im, v.imag());
+        return self;
+    }
     if (storage_only_dtype(self.scalar_type())) {  // the value as the CPU converts it
         self.copy_(at::full({}, value, self.options().device(c10::kCPU)));
         return self;

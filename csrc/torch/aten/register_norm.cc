@@ -192,7 +192,8 @@ bool nll_ok(const at::Tensor& self, const at::Tensor& target, const std::optiona
     // A weight of another length goes to the CPU, whose check words the error at once (the
     // kernel's would surface at the next synchronization).
     bool w_ok = !weight || !weight->defined() ||
-                (weight->scalar_type() == self.scalar_type() && self.dim() > 0 && weight->numel() == self.size(-1));
+                (weight->scalar_type() == self.scalar_type() && self.dim() > 0 && weight->dim() == 1 &&
+                 weight->numel() == self.size(-1));
     return float_type(self) && target.scalar_type() == at::kLong && (self.dim() == 1 || self.dim() == 2) &&
            on_device(self.device(), target) && on_device(self.device(), weight) &&
            target.dim() == self.dim() - 1 && (self.dim() == 1 || target.size(0) == self.size(0)) && w_ok &&
