@@ -727,3 +727,16 @@ def test_double_erfinv_keeps_its_precision_near_one():
     for y, g in zip(ys, got):
         ref = float(mpmath.erfinv(mpmath.mpf(y)))
         assert abs(g - ref) <= 4e-16 * abs(ref), (y, g, ref)
+
+
+@pytest.mark.parametrize("fmt,shape", [(torch.channels_last, (2, 3, 4, 5)), (torch.channels_last_3d, (2, 3, 2, 4, 5))])
+def test_pow_where_and_logit_keep_channels_last_like_cpu(fmt, shape):
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(0)).contiguous(memory_format=fmt)
+    ops = [lambda t: t.pow(3), lambda t: t.pow(0.0), lambda t: t.pow(1.0), lambda t: t.pow(2.5),
+           lambda t: t.logit(), lambda t: t.logit(1e-6), lambda t: torch.where(t < 0.5, 0.5, t),
+           lambda t: torch.where(t < 0.5, t, t.neg())]
+    for op in ops:
+        expected, got = op(x), op(x.to("ember"))
+        assert got.is_contiguous(memory_format=fmt) == expected.is_contiguous(memory_format=fmt)
+        assert got.stride() == expected.stride()
+        torch.testing.assert_close(got.cpu(), expected)

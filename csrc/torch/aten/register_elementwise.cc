@@ -332,7 +332,8 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const c10::Scalar& exp
 
 at::Tensor pow_tensor_scalar(const at::Tensor& self, const c10::Scalar& exponent) {
     at::ScalarType result = at::result_type(self, exponent);
-    at::Tensor out = at::empty({0}, self.options().dtype(result));
+    // Laid out like self (channels_last stays channels_last), as the CPU's TensorIterator does.
+    at::Tensor out = at::empty_like(self, self.options().dtype(result), at::MemoryFormat::Preserve);
     return pow_tensor_scalar_out(self, exponent, out);
 }
 

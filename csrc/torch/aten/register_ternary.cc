@@ -76,11 +76,11 @@ at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::
     }
     for (const at::Tensor* t : {&self, &other})  // torch.where(c, x, 300) with x uint8 raises, as on the CPU
         if (t->unsafeGetTensorImpl()->is_wrapped_number()) check_scalar_fits(t->item(), rt);
-    auto shape = at::infer_size_dimvector(at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
-    // The ember operand decides the device; the others may be 0-dim CPU scalars.
+    // The ember operand decides the device; the others may be 0-dim CPU scalars. Empty, the
+    // output is sized by the iterator, laid out like the inputs (channels_last stays).
     c10::Device device = !cond.device().is_cpu() ? cond.device()
                          : !self.device().is_cpu() ? self.device() : other.device();
-    at::Tensor out = at::empty(shape, self.options().dtype(rt).device(device));
+    at::Tensor out = at::empty({0}, self.options().dtype(rt).device(device));
     return where_out(cond, self, other, out);
 }
 
