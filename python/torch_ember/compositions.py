@@ -13,6 +13,7 @@ import torch
 from .resample_aa import ops as _resample_aa_ops
 from .fake_quantize import EAGER_ONLY as _FAKE_QUANTIZE_EAGER_ONLY, OPS as _fake_quantize_ops
 from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
+from .fused_sgd import EAGER_ONLY as _FUSED_SGD_EAGER_ONLY, OPS as _fused_sgd_ops
 from .jagged import OPS as _jagged_ops
 from .padding import ops as _padding_ops
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
@@ -666,6 +667,7 @@ OWN = {
     "_int_mm": _int_mm, "_int_mm.out": _with_out(_int_mm, "out"),
     "binary_cross_entropy.out": _with_out(_binary_cross_entropy, "out"),
     **_fake_quantize_ops,
+    **_fused_sgd_ops,
     **_jagged_ops,
     "upsample_bicubic2d_backward.grad_input": _with_out(_upsample_bicubic2d_backward),
     **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (
@@ -688,4 +690,4 @@ EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
                         "linalg_matrix_exp", "rrelu_with_noise", "rrelu_with_noise_", "binary_cross_entropy",
-                        "binary_cross_entropy.out"}) | _FAKE_QUANTIZE_EAGER_ONLY
+                        "binary_cross_entropy.out"}) | _FAKE_QUANTIZE_EAGER_ONLY | _FUSED_SGD_EAGER_ONLY

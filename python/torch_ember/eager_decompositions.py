@@ -111,7 +111,7 @@ OPS = (
     "_fake_quantize_learnable_per_channel_affine_backward", "is_set_to", "linalg_matrix_exp",
     "tril_indices", "triu_indices", "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_backward",
     "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward", "_int_mm", "_int_mm.out",
-    "glu_jvp", "glu_backward_jvp",
+    "glu_jvp", "glu_backward_jvp", "_fused_sgd_", "_fused_sgd_.tensor_lr",
     *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
       for suffix in ("", ".out", "_backward", "_backward.grad_input")),
 )

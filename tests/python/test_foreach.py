@@ -132,3 +132,51 @@ def test_fused_adam_moments_round_like_cpu(betas):
         opt_e.step()
     for key in ("exp_avg", "exp_avg_sq"):
         torch.testing.assert_close(opt_e.state[p_e][key].cpu(), opt_c.state[p_c][key], rtol=1e-6, atol=0)
+
+
+def _sgd_reference(p, g, buf, *, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False):
+    """One SGD step of a 16-bit parameter in float, rounded once per tensor (CUDA's fused kernel)."""
+    gf, pf = g.float(), p.float()
+    gf = -gf if maximize else gf
+    gf = gf + pf * weight_decay if weight_decay else gf
+    if momentum:
+        bf = gf if buf is None else buf.float() * momentum + gf * (1 - dampening)
+        buf = bf.to(p.dtype)
+        gf = gf + bf * momentum if nesterov else bf
+    return (pf - gf * lr).to(p.dtype), buf
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("options", [{}, {"momentum": 0.9}, {"momentum": 0.9, "nesterov": True, "weight_decay": 0.01},
+                                     {"momentum": 0.5, "dampening": 0.1, "maximize": True}])
+def test_fused_sgd_updates_sixteen_bit_parameters(dtype, options, native_only):
+    # The CPU's fused SGD leaves 16-bit tensors of 16 or more elements unchanged (torch 2.13);
+    # ember computes in float and rounds once, as CUDA does.
+    g = torch.Generator().manual_seed(5)
+    p0 = torch.randn(40, generator=g).to(dtype)
+    grads = [torch.randn(40, generator=g).to(dtype) for _ in range(3)]
+    p = p0.to("ember").requires_grad_()
+    opt = torch.optim.SGD([p], lr=0.1, fused=True, **options)
+    ref, buf = p0, None
+    for grad in grads:
+        p.grad = grad.to("ember")
+        opt.step()
+        ref, buf = _sgd_reference(ref, grad, buf, lr=0.1, **options)
+        torch.testing.assert_close(p.detach().cpu(), ref, rtol=0, atol=0)
+
+
+def test_fused_sgd_with_grad_scaler_skips_inf_steps_and_unscales(native_only):
+    p = torch.ones(32, dtype=torch.float16, device="ember", requires_grad=True)
+    opt = torch.optim.SGD([p], lr=0.5, momentum=0.9, fused=True)
+    scaler = torch.amp.GradScaler("ember", init_scale=4.0)
+    scaler.scale((p * 2).sum()).backward()  # gradients 8 = 2 * 4
+    scaler.step(opt)  # unscaled to 2: p = 1 - 0.5 * 2
+    scaler.update()
+    torch.testing.assert_close(p.detach().cpu(), torch.zeros(32, dtype=torch.float16))
+    torch.testing.assert_close(p.grad.cpu(), torch.full((32,), 2.0, dtype=torch.float16))
+    opt.zero_grad()
+    scaler.scale((p * float("inf")).sum()).backward()
+    scaler.step(opt)  # found inf: nothing changes
+    scaler.update()
+    torch.testing.assert_close(p.detach().cpu(), torch.zeros(32, dtype=torch.float16))
+    assert scaler.get_scale() == 2.0
