@@ -465,3 +465,22 @@ def test_masks_mixed_with_integer_indices_run_natively(native_only):
         torch.testing.assert_close(b.cpu(), a)
     with pytest.raises(IndexError, match=r"The shape of the mask \[5\] at index 0 does not match"):
         t.to("ember")[torch.ones(5, dtype=torch.bool, device="ember"), idx[:1].to("ember")]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sixteen_bit_gradients_of_repeated_indices_sum_in_float(dtype, native_only):
+    # CUDA sums an embedding row's (and x[idx]'s) repeated gradients in float and rounds once;
+    # summed in bfloat16 a row stops growing at 256 ones (the CPU's result).
+    g = torch.Generator().manual_seed(4)
+    idx = torch.cat([torch.zeros(1000, dtype=torch.long), torch.randint(0, 6, (300,), generator=g)])
+    grad_out = torch.rand(idx.numel(), 3, generator=g).to(dtype)
+    expected = torch.zeros(6, 3).index_add_(0, idx, grad_out.float()).to(dtype)  # float sum, rounded once
+    w = torch.zeros(6, 3, dtype=dtype, device="ember", requires_grad=True)
+    F.embedding(idx.to("ember"), w).backward(grad_out.to("ember"))
+    torch.testing.assert_close(w.grad.cpu(), expected)
+    x = torch.zeros(6, 3, dtype=dtype, device="ember", requires_grad=True)
+    x[idx.to("ember")].backward(grad_out.to("ember"))
+    torch.testing.assert_close(x.grad.cpu(), expected)
+    y = torch.ones(6, 3, dtype=dtype, device="ember")
+    y.index_put_((idx.to("ember"),), grad_out.to("ember"), accumulate=True)
+    torch.testing.assert_close(y.cpu(), (expected.float() + 1).to(dtype))

@@ -169,8 +169,10 @@ def test_index_add_into_bool_and_integer_addcmul_with_a_float_value(compiled):
 
 
 # Half-precision accumulation: the CPU sums scatter_add / scatter_reduce (and index_add of rows)
-# in float and rounds once, but rounds 1-d index_add, scaled index_add and index_put_ after every
-# update. Ember must agree bit for bit; many updates per element make any difference large.
+# in float and rounds once, but rounds 1-d index_add and scaled index_add after every update.
+# Ember must agree bit for bit; many updates per element make any difference large. index_put_
+# with accumulate (x[idx]'s gradient) sums in float and rounds once, as CUDA does, where the CPU
+# rounds after every update.
 _IDX = torch.randint(0, 10, (4000,), generator=torch.Generator().manual_seed(0))
 _SRC = torch.randn(4000, 16, generator=torch.Generator().manual_seed(1))
 _I2 = torch.randint(0, 10, (4000, 16), generator=torch.Generator().manual_seed(2))
@@ -179,8 +181,6 @@ HALF_ACCUMULATION = {
     "index_add_dim1": lambda t, d: torch.zeros(16, 10, dtype=t, device=d).index_add(1, _IDX.to(d), _SRC.t().to(d, t)),
     "index_add_1d": lambda t, d: torch.zeros(10, dtype=t, device=d).index_add(0, _IDX.to(d), _SRC[:, 0].to(d, t)),
     "index_add_alpha": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).index_add(0, _IDX.to(d), _SRC.to(d, t), alpha=2),
-    "index_put_accumulate": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).index_put_(
-        (_IDX.to(d),), _SRC.to(d, t), accumulate=True),
     "scatter_add": lambda t, d: torch.zeros(10, 16, dtype=t, device=d).scatter_add(0, _I2.to(d), _SRC.to(d, t)),
     "scatter_add_1d": lambda t, d: torch.zeros(10, dtype=t, device=d).scatter_add(0, _IDX.to(d), _SRC[:, 0].to(d, t)),
     "scatter_add_strided_out": lambda t, d: torch.zeros(16, 10, dtype=t, device=d).t().scatter_add(
@@ -199,6 +199,14 @@ HALF_ACCUMULATION = {
 def test_half_precision_accumulation_matches_cpu_bit_for_bit(name, dtype):
     fn = HALF_ACCUMULATION[name]
     assert torch.equal(fn(dtype, "ember").cpu(), fn(dtype, "cpu"))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_index_put_accumulates_in_float(dtype):
+    got = torch.zeros(10, 16, dtype=dtype, device="ember").index_put_(
+        (_IDX.to("ember"),), _SRC.to("ember", dtype), accumulate=True)
+    expected = torch.zeros(10, 16).index_put_((_IDX,), _SRC.to(dtype).float(), accumulate=True).to(dtype)
+    assert torch.equal(got.cpu(), expected)
 
 
 def test_compiled_scatter_add_accumulates_like_eager():

@@ -137,13 +137,17 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
         at::Tensor counts = at::zeros({rows}, idx.options()).index_add_(0, idx, at::ones_like(idx));
         src = src.mul(counts.index_select(0, idx).to(grad.scalar_type()).reciprocal().unsqueeze(1));
     }
-    at::Tensor out = at::zeros({rows, width}, grad.options());
+    // 16-bit gradients of a repeated token are summed in float and rounded once, as CUDA's
+    // kernel does: summed in bfloat16, a row's total stops growing at 256 ones.
+    const bool half = grad.scalar_type() == at::kBFloat16 || grad.scalar_type() == at::kHalf;
+    if (half) src = src.to(at::kFloat);
+    at::Tensor out = at::zeros({rows, width}, src.options());
     kernels::TensorView o = view_of(out), s = view_in(src), x = view_in(idx);
     int64_t skip = padding_idx.expect_int();
     queue(out, "embedding_dense_backward", [o, s, x, skip](runtime::ThreadPool* p) {
         return kernels::index_add_rows(o, s, x, skip, p);
     });
-    return out;
+    return half ? out.to(grad.scalar_type()) : out;
 }
 
 // ---- gather -----------------------------------------------------------------------------------

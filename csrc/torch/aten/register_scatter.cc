@@ -460,6 +460,14 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
         index_put_impl_(self, *expanded, values, accumulate, unsafe);
         return self;
     }
+    if (accumulate && (self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf)) {
+        // Repeated indices (x[idx]'s gradient) summed in float and rounded once, as CUDA's
+        // sorted accumulation does: summed in bfloat16, an element stops growing at 256 ones.
+        at::Tensor wide = self.to(at::kFloat);
+        index_put_impl_(wide, indices, values.to(at::kFloat), accumulate, unsafe);
+        self.copy_(wide);
+        return self;
+    }
     IndexList moved;
     bool changed = false;
     at::Tensor canonical = canonical_indexing(self, indices, moved, changed);
