@@ -442,7 +442,8 @@ std::tuple<at::Tensor, at::Tensor> grid_sample_backward(const at::Tensor& grad_o
 }
 
 // The 2-d and 3-d entry points (the CPU has no bicubic in 3-d; it takes the fallback in 2-d).
-// bfloat16/float16 sampling is computed in float and rounded once.
+// bfloat16/float16 sampling is computed in float and rounded once, bicubic's fallback included
+// (the CPU's own 16-bit bicubic does its arithmetic in 16 bits, 35x less accurately).
 bool grid_half(const at::Tensor& input, const at::Tensor& grid) {
     const auto t = input.scalar_type();
     return (t == at::kBFloat16 || t == at::kHalf) && grid.scalar_type() == t;
@@ -453,8 +454,10 @@ bool grid_half(const at::Tensor& input, const at::Tensor& grid) {
                                    int64_t padding_mode, bool align_corners) {                           \
         if (grid_half(input, grid)) {                                                                    \
             at::Tensor x = input.to(at::kFloat), g = grid.to(at::kFloat);                                 \
-            if (grid_native(x, g, mode, D))                                                               \
-                return grid_sample_forward(x, g, mode, padding_mode, align_corners).to(input.scalar_type()); \
+            return (grid_native(x, g, mode, D)                                                            \
+                        ? grid_sample_forward(x, g, mode, padding_mode, align_corners)                    \
+                        : cpu<ATEN_OP(grid_sampler_##D##d)>(x, g, mode, padding_mode, align_corners))     \
+                .to(input.scalar_type());                                                                 \
         }                                                                                                 \
         if (!grid_native(input, grid, mode, D))                                                           \
             return cpu<ATEN_OP(grid_sampler_##D##d)>(input, grid, mode, padding_mode, align_corners);     \
@@ -464,13 +467,13 @@ bool grid_half(const at::Tensor& input, const at::Tensor& grid) {
         const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid, int64_t mode,     \
         int64_t padding_mode, bool align_corners, std::array<bool, 2> output_mask) {                      \
         if (grid_half(input, grid) && grad_output.scalar_type() == input.scalar_type()) {                \
-            at::Tensor x = input.to(at::kFloat), g = grid.to(at::kFloat);                                 \
-            if (grid_native(x, g, mode, D)) {                                                             \
-                auto [gi, gg] = grid_sample_backward(grad_output.to(at::kFloat), x, g, mode, padding_mode, \
-                                                     align_corners, output_mask);                         \
-                return {gi.defined() ? gi.to(input.scalar_type()) : gi,                                   \
-                        gg.defined() ? gg.to(grid.scalar_type()) : gg};                                   \
-            }                                                                                             \
+            at::Tensor x = input.to(at::kFloat), g = grid.to(at::kFloat), go = grad_output.to(at::kFloat); \
+            auto [gi, gg] = grid_native(x, g, mode, D)                                                    \
+                                ? grid_sample_backward(go, x, g, mode, padding_mode, align_corners, output_mask) \
+                                : cpu<ATEN_OP(grid_sampler_##D##d_backward)>(go, x, g, mode, padding_mode,  \
+                                                                             align_corners, output_mask); \
+            return {gi.defined() ? gi.to(input.scalar_type()) : gi,                                       \
+                    gg.defined() ? gg.to(grid.scalar_type()) : gg};                                       \
         }                                                                                                 \
         if (!grid_native(input, grid, mode, D) || grad_output.scalar_type() != input.scalar_type())       \
             return cpu<ATEN_OP(grid_sampler_##D##d_backward)>(grad_output, input, grid, mode, padding_mode, \
