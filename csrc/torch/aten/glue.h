@@ -64,6 +64,9 @@ inline void resize_out(at::Tensor& out, c10::IntArrayRef shape,
 // A real dtype the device has (complex types take the fallback).
 inline bool plain_dtype(c10::ScalarType t) { return !at::isComplexType(t) && has_dtype(t); }
 
+// bfloat16 or float16: the dtypes CUDA's kernels compute in float and round once.
+inline bool half_float(c10::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf; }
+
 // Raises as the CPU does when a Python number does not fit the dtype it fills or bounds a
 // tensor of ("value cannot be converted to type uint8_t without overflow"; a negative number
 // still wraps into an unsigned type, as c10's checked conversion allows).

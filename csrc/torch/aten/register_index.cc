@@ -139,7 +139,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
     }
     // 16-bit gradients of a repeated token are summed in float and rounded once, as CUDA's
     // kernel does: summed in bfloat16, a row's total stops growing at 256 ones.
-    const bool half = grad.scalar_type() == at::kBFloat16 || grad.scalar_type() == at::kHalf;
+    const bool half = half_float(grad.scalar_type());
     if (half) src = src.to(at::kFloat);
     at::Tensor out = at::zeros({rows, width}, src.options());
     kernels::TensorView o = view_of(out), s = view_in(src), x = view_in(idx);

@@ -23,8 +23,6 @@ bool float_dtype(at::ScalarType t) {
     return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
 }
 
-bool reduced(at::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf; }
-
 bool pool_dtype(const at::Tensor& t) {
     const bool empty_batch = t.dim() == 4 && t.size(0) == 0 && t.size(1) > 0 && t.size(2) > 0 && t.size(3) > 0;
     return float_dtype(t.scalar_type()) &&
@@ -242,7 +240,7 @@ Pool3d pool3d_shape(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArr
     return g;
 }
 
-at::Tensor in_float(const at::Tensor& t) { return reduced(t.scalar_type()) ? t.to(at::kFloat) : t; }
+at::Tensor in_float(const at::Tensor& t) { return half_float(t.scalar_type()) ? t.to(at::kFloat) : t; }
 
 at::Tensor& avg_pool3d_out(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                            c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,

@@ -445,8 +445,7 @@ std::tuple<at::Tensor, at::Tensor> grid_sample_backward(const at::Tensor& grad_o
 // bfloat16/float16 sampling is computed in float and rounded once, bicubic's fallback included
 // (the CPU's own 16-bit bicubic does its arithmetic in 16 bits, 35x less accurately).
 bool grid_half(const at::Tensor& input, const at::Tensor& grid) {
-    const auto t = input.scalar_type();
-    return (t == at::kBFloat16 || t == at::kHalf) && grid.scalar_type() == t;
+    return half_float(input.scalar_type()) && grid.scalar_type() == input.scalar_type();
 }
 
 #define EMBER_GRID_SAMPLER(D)                                                                           \

@@ -460,7 +460,7 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
         index_put_impl_(self, *expanded, values, accumulate, unsafe);
         return self;
     }
-    if (accumulate && (self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf)) {
+    if (accumulate && half_float(self.scalar_type())) {
         // Repeated indices (x[idx]'s gradient) summed in float and rounded once, as CUDA's
         // sorted accumulation does: summed in bfloat16, an element stops growing at 256 ones.
         at::Tensor wide = self.to(at::kFloat);
