@@ -562,20 +562,27 @@ def test_unknown_option_is_rejected():
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_new_shapes_compile_static_specializations(dynamic):
     # dynamic=None: Dynamo recompiles for the second shape with symbolic sizes; dynamic=True:
-    # symbolic from the start. Either way ember specializes per concrete shape.
+    # symbolic from the start. Either way ember specializes per concrete shape, when the shape
+    # comes a second time: its first call runs eagerly.
     f = torch.compile(lambda x: torch.softmax(x, -1), backend="ember", dynamic=dynamic)
-    for n in (3, 7, 7, 9):
+    sizes = (3, 7, 7, 9, 9, 9, 11)
+    for n in sizes:
         x = torch.randn(2, n, device="ember")
         torch.testing.assert_close(f(x).cpu(), torch.softmax(x.cpu(), -1))
     recs = torch_ember.compile_stats()
-    assert len(recs) == 3
+    compiled = [r for r in recs if r["kind"] != "eager"]
+    eager = [r for r in recs if r["kind"] == "eager"]
+    # dynamic=None compiles its first, static, graph at once.
+    assert len(compiled) == (3 if dynamic is None else 2), recs
+    assert len(eager) == 1 and eager[0]["eager_calls"] == (3 if dynamic is None else 4), eager
+    assert "until they come again" in eager[0]["recompile_reason"]
     # Each specialization is a fused kernel, not a graph of library steps.
-    assert all(r["kernels"] and not r["library_ops"] for r in recs), recs
+    assert all(r["kernels"] and not r["library_ops"] for r in compiled), recs
 
 
 def test_a_growing_kv_cache_stops_compiling_after_a_few_sizes():
-    # A decoding step attends over a cache that grows by one position per call: after
-    # SPECIALIZATIONS sizes later steps run the graph eagerly instead of compiling per token.
+    # A decoding step attends over a cache that grows by one position per call: no size comes
+    # twice, so after the first (static) graph the steps run eagerly instead of compiling per token.
     from torch_ember.compile.backend import SPECIALIZATIONS
 
     def step(kc, q, k, pos):
@@ -593,8 +600,25 @@ def test_a_growing_kv_cache_stops_compiling_after_a_few_sizes():
         torch.testing.assert_close(f(kc, qs[pos].to("ember"), ks[pos].to("ember"), pos).cpu(), want)
     torch.testing.assert_close(kc.cpu(), kc_cpu)
     recs = torch_ember.compile_stats()
-    assert len(recs) <= SPECIALIZATIONS + 2, [r["recompile_reason"] for r in recs]
-    assert "run eagerly" in recs[-1]["recompile_reason"] and recs[-1]["eager_calls"] == steps - len(recs) + 1
+    compiled = [r for r in recs if r["kind"] != "eager"]
+    assert len(compiled) <= 2 < SPECIALIZATIONS, [r["recompile_reason"] for r in recs]
+    assert "run eagerly" in recs[-1]["recompile_reason"] and recs[-1]["eager_calls"] == steps - len(compiled)
+
+
+def test_repeated_sizes_stop_compiling_after_a_few_signatures():
+    # Each size comes twice, so each compiles at its second call, up to SPECIALIZATIONS of them;
+    # past those, new sizes run eagerly however often they come.
+    from torch_ember.compile.backend import SPECIALIZATIONS
+
+    f = torch.compile(lambda x: (x * 2).softmax(-1), backend="ember", dynamic=True)
+    sizes = [n for n in range(3, 3 + SPECIALIZATIONS + 3) for _ in range(2)]
+    for n in sizes:
+        x = torch.randn(2, n, device="ember")
+        torch.testing.assert_close(f(x).cpu(), (x.cpu() * 2).softmax(-1))
+    recs = torch_ember.compile_stats()
+    assert len([r for r in recs if r["kind"] != "eager"]) == SPECIALIZATIONS, recs
+    capped = [r for r in recs if "more than" in r["recompile_reason"]]
+    assert len(capped) == 1 and capped[0]["eager_calls"] == 2 * 3, recs
 
 
 # --- cache and logging -------------------------------------------------------------------------

@@ -10,9 +10,9 @@ Options (torch.compile(..., options={...}) arrives here as keyword arguments):
             call, which waits; True compiles on a thread while the first calls run eagerly
             (background.py).
 Shapes are static. A graph that Dynamo hands over with symbolic sizes (its automatic dynamic
-shapes after a recompile, or dynamic=True) is specialized: each new combination of input sizes
-seen at run time is traced and compiled once, for those sizes, on its first call, up to
-SPECIALIZATIONS of them; later combinations run the graph eagerly."""
+shapes after a recompile, or dynamic=True) is specialized: each combination of input sizes
+seen at run time runs eagerly at its first call and is traced and compiled, for those sizes, at
+its second, up to SPECIALIZATIONS of them; later combinations run the graph eagerly."""
 import itertools
 import threading
 import time
@@ -130,16 +130,23 @@ def _bind_into(g: torch.fx.GraphModule, values: dict) -> None:
 
 # Input signatures one graph is specialized for. Past them, new signatures run Dynamo's graph
 # eagerly (ember's eager kernels, op by op: eager speed, and exact for any sizes Dynamo's guards
-# admit). A decoding loop's growing KV cache or an MoE expert's token count would otherwise
-# compile a new executable at every step.
+# admit). An MoE expert's token count would otherwise compile a new executable at every step.
 SPECIALIZATIONS = 8
 
 
 def _specializing(gm, options):
-    """A callable compiling `gm` once per concrete input signature, at its first call (or, with
-    the background option, on a thread while the calls run `gm` eagerly), for the first
-    SPECIALIZATIONS signatures."""
-    compiled, eager = {}, []
+    """A callable compiling `gm` once per concrete input signature, for the first
+    SPECIALIZATIONS signatures. A signature's first call runs `gm` eagerly and its second one
+    compiles it (with the background option: a thread compiles it from the first call on).
+    Sizes that never come back, a decoding loop's growing KV cache or batches padded to their
+    longest sequence, then cost no compile; the choice depends on the calls alone, not on timing,
+    so a run's numerics are the same every time."""
+    compiled, seen, eager = {}, set(), {}
+
+    def eagerly(reason, *args):
+        if reason not in eager:
+            eager[reason] = _run_eagerly(gm, reason)
+        return eager[reason](*args)
 
     def run(*args):
         key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device,
@@ -147,9 +154,10 @@ def _specializing(gm, options):
                     for a in args)
         fn = compiled.get(key)
         if fn is None and len(compiled) >= SPECIALIZATIONS:
-            if not eager:
-                eager.append(_run_eagerly(gm, f"more than {SPECIALIZATIONS} input signatures: new ones run eagerly"))
-            return eager[0](*args)
+            return eagerly(f"more than {SPECIALIZATIONS} input signatures: new ones run eagerly", *args)
+        if fn is None and key not in seen and not options.get("background"):
+            seen.add(key)
+            return eagerly("new input sizes run eagerly until they come again", *args)
         if fn is None:
             reason = _recompile_reason(compiled, key)
             fn = compiled[key] = _specialize(gm, args, options, reason)
@@ -238,10 +246,40 @@ def _ember_devices(gm: torch.fx.GraphModule, example_inputs) -> list:
     return sorted(found)
 
 
+def _checkpoint_eagerly(body, *args, **kwargs):
+    """tag_activation_checkpoint run in eager mode, with the random state preserved. PyTorch's
+    own eager implementation turns preserve_rng_state off (a compile preserves it through
+    AOTAutograd's functionalized random ops instead), so a dropout in the region drew a new
+    mask in the recomputation and the gradient silently used the wrong one."""
+    from torch.utils.checkpoint import checkpoint
+
+    kwargs["preserve_rng_state"] = True
+    if "_checkpoint_context_fn" in body.meta:
+        kwargs.setdefault("context_fn", body.meta["_checkpoint_context_fn"])
+    return checkpoint(body, *args, **kwargs)
+
+
+def _eager_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`gm` made right to run op by op; `gm` itself stays as Dynamo made it, for compiling."""
+    hop = torch.ops.higher_order.tag_activation_checkpoint
+    if not any(n.target is hop for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+               for n in m.graph.nodes):
+        return gm
+    g = _copy_graph(gm)
+    for m in g.modules():
+        if isinstance(m, torch.fx.GraphModule):
+            for n in m.graph.nodes:
+                if n.target is hop:
+                    n.target = _checkpoint_eagerly
+            m.recompile()
+    return g
+
+
 def _run_eagerly(gm, reason: str):
     """`gm` run op by op on ember's eager kernels, counted in compile_stats() with the reason."""
     rec = _stats.CompileRecord(name=f"graph{_next_id()}_eager", kind="eager", recompile_reason=reason)
     _stats.record(rec)
+    gm = _eager_graph(gm)
 
     def run(*args):
         rec.eager_calls += 1
