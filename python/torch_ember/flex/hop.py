@@ -37,7 +37,11 @@ def last_paths() -> dict:
 
 
 def _signature(buffers):
-    return tuple((tuple(b.shape), b.dtype, b.device.type) if isinstance(b, torch.Tensor) else type(b).__name__
+    # A number among the buffers (a mod's closure over a window size that Dynamo turned into an
+    # input after it changed) is traced as a constant, so its value belongs to the key: keyed
+    # by type alone, every later window reused the program traced for the first.
+    return tuple((tuple(b.shape), b.dtype, b.device.type) if isinstance(b, torch.Tensor)
+                 else (type(b).__name__, b) if isinstance(b, (bool, int, float)) else type(b).__name__
                  for b in buffers)
 
 
@@ -164,7 +168,7 @@ def flex_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, f
     dq, dk, dv, target_grads = torch.ops.ember.flex_attention_backward(
         query, key, value, out, logsumexp, grad_out, grad_logsumexp, *mask_args, float(scale),
         *_args(score), *_args(mask), *_args(grad), grad.scatter_code() if grad is not None else [],
-        [score_mod_other_buffers[t] for t in targets])
+        [_at_least_1d(score_mod_other_buffers[t]) for t in targets])
     grads = []
     for g, like in ((dq, query), (dk, key), (dv, value)):
         grads.append(_hop._permute_strides(g.to(like.dtype), like.stride()))
@@ -173,8 +177,13 @@ def flex_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, f
     for t, g in zip(targets, target_grads):
         buf = score_mod_other_buffers[t]
         if isinstance(buf, torch.Tensor) and buf.requires_grad:
-            captured[t] = g.to(buf.dtype)
+            captured[t] = g.to(buf.dtype).reshape(buf.shape)
     return (*grads, tuple(captured))
+
+
+def _at_least_1d(t):
+    # The kernel adds gradients into tensors of 1 to 4 dims; a 0-d one is scattered into at [0].
+    return t.reshape(1) if isinstance(t, torch.Tensor) and t.dim() == 0 else t
 
 
 def register() -> None:

@@ -162,6 +162,12 @@ def build(gm: torch.fx.GraphModule, roles, buffers=()) -> Program:
                     if grad is None:
                         continue
                     v = bld.values.get(grad)
+                    buf = buffers[target] if target < len(buffers) else None
+                    if not (isinstance(v, tuple) and v[0] == "scatter") and isinstance(buf, torch.Tensor) \
+                            and buf.dim() == 0:
+                        # A 0-d captured tensor (a learned temperature or softcap): every score
+                        # adds its value to the one element (hop.py hands the kernel a 1-element view).
+                        v = ("scatter", [([bld.const(0)], bld.operand(grad))])
                     if not (isinstance(v, tuple) and v[0] == "scatter"):
                         raise Unsupported("a captured tensor's gradient that is not a scatter")
                     bld.p.scatters += [(target, idx, value) for idx, value in v[1]]
