@@ -273,28 +273,29 @@ def test_learned_tables_get_their_gradients_from_the_fused_backward(compiled):
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_a_learned_scalar_temperature_gets_its_gradient(compiled):
     """A 0-d learned temperature and softcap in score_mod: every score adds to the scalar's one
-    element (the dense fallback failed inside vmap)."""
+    element (the dense fallback failed inside vmap). A 1-element shift read as shift[0] runs
+    fused too (its constant index used to send eager calls to the dense path)."""
     g = torch.Generator().manual_seed(5)
     M = 32
     qkv = [torch.randn(1, 2, M, D, generator=g, dtype=torch.float64) for _ in range(3)]
 
-    def make(temp, cap):
-        return lambda s, b, h, q, kv: cap * torch.tanh(s / temp / cap)
+    def make(temp, cap, shift):
+        return lambda s, b, h, q, kv: cap * torch.tanh(s / temp / cap) + shift[0] * (q - kv)
 
-    ref_t, ref_c = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (1.7, 5.0))
+    ref_t, ref_c, ref_s = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (1.7, 5.0, [0.1]))
     ref_in = [t.clone().requires_grad_() for t in qkv]
-    ref_out, _ = _reference(*ref_in, make(ref_t, ref_c), None, 1 / math.sqrt(D))
+    ref_out, _ = _reference(*ref_in, make(ref_t, ref_c, ref_s), None, 1 / math.sqrt(D))
     ref_out.square().sum().backward()
 
-    et, ec = (torch.tensor(v, device="ember", requires_grad=True) for v in (1.7, 5.0))
+    et, ec, es = (torch.tensor(v, device="ember", requires_grad=True) for v in (1.7, 5.0, [0.1]))
     ins = [t.float().to("ember").requires_grad_() for t in qkv]
-    attend = lambda q, k, v: flex_attention(q, k, v, score_mod=make(et, ec))  # noqa: E731
+    attend = lambda q, k, v: flex_attention(q, k, v, score_mod=make(et, ec, es))  # noqa: E731
     fn = torch.compile(attend, backend="ember") if compiled else attend
     out = fn(*ins)
     out.square().sum().backward()
     assert hop.last_paths() == {"forward": "fused", "backward": "fused"}, hop.last_paths()
     torch.testing.assert_close(out.detach().cpu().double(), ref_out.detach(), rtol=1e-4, atol=2e-5)
-    for e, r in ((et, ref_t), (ec, ref_c), *zip(ins, ref_in)):
+    for e, r in ((et, ref_t), (ec, ref_c), (es, ref_s), *zip(ins, ref_in)):
         assert e.grad.shape == r.grad.shape
         torch.testing.assert_close(e.grad.cpu().double(), r.grad, rtol=1e-3, atol=1e-4)
 

@@ -41,7 +41,7 @@ BINARY = {aten.mul: "mul", aten.maximum: "maximum", aten.minimum: "minimum",
           aten.tanh_backward: "tanh_backward", aten.sigmoid_backward: "sigmoid_backward"}
 # Bitwise ops on bools are logical ones (mask_mods combine conditions with & and |).
 BOOL_BINARY = {aten.bitwise_and: "and", aten.bitwise_or: "or", aten.bitwise_xor: "xor"}
-IDENTITY = {aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, aten.lift_fresh, aten.view, aten.reshape,
+IDENTITY = {aten.clone, aten.alias, aten.detach, aten.detach_, aten.lift_fresh_copy, aten.lift_fresh, aten.view, aten.reshape,
             aten._unsafe_view, aten.expand, aten.squeeze, aten.unsqueeze, aten.contiguous}
 
 
