@@ -118,6 +118,49 @@ def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
         torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("cls,amsgrad,maximize", [(torch.optim.AdamW, False, False), (torch.optim.Adam, True, False),
+                                                  (torch.optim.AdamW, True, True)])
+def test_sixteen_bit_fused_adam_is_native_and_matches_cpu_fused(dtype, cls, amsgrad, maximize):
+    # PyTorch's fused kernels compute 16-bit state in float and round each value once when stored.
+    torch.manual_seed(0)
+    cpu = [torch.nn.Parameter(torch.randn(5000).to(dtype)), torch.nn.Parameter(torch.randn(3, 5).to(dtype))]
+    em = [torch.nn.Parameter(p.detach().to("ember")) for p in cpu]
+    kw = dict(lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, maximize=maximize, fused=True)
+    opt_c, opt_e = cls(cpu, **kw), cls(em, **kw)
+    torch_ember.reset_fallback_stats()
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        for pc, pe in zip(cpu, em):
+            g = torch.randn(pc.shape, generator=gen).to(dtype)
+            pc.grad, pe.grad = g, g.to("ember")
+        opt_c.step()
+        opt_e.step()
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+    for pe, pc in zip(em, cpu):
+        # Within one rounding in the dtype: the CPU's float math may round a last bit the other way.
+        ulp = torch.finfo(dtype).eps
+        for key in ("exp_avg", "exp_avg_sq", *(("max_exp_avg_sq",) if amsgrad else ())):
+            torch.testing.assert_close(opt_e.state[pe][key].cpu(), opt_c.state[pc][key], rtol=ulp, atol=0)
+        torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=ulp, atol=1e-3 * ulp)
+
+
+def test_sixteen_bit_fused_adam_with_grad_scaler_skips_inf_steps(native_only):
+    p = torch.ones(64, dtype=torch.bfloat16, device="ember", requires_grad=True)
+    ref = torch.ones(64, dtype=torch.bfloat16, requires_grad=True)
+    opts = [torch.optim.AdamW([t], lr=0.1, fused=True) for t in (p, ref)]
+    scalers = [torch.amp.GradScaler(d, init_scale=8.0) for d in ("ember", "cpu")]
+    for k in range(3):  # the second step overflows and is skipped
+        for t, o, sc in zip((p, ref), opts, scalers):
+            o.zero_grad()
+            sc.scale((t * (float("inf") if k == 1 else 2.0)).sum()).backward()
+            sc.step(o)
+            sc.update()
+    torch.testing.assert_close(p.detach().cpu(), ref.detach(), rtol=0, atol=0)
+    assert opts[0].state[p]["step"].item() == opts[1].state[ref]["step"].item() == 2
+    assert scalers[0].get_scale() == scalers[1].get_scale() == 4.0
+
+
 @pytest.mark.parametrize("betas", [(0.9, 0.999), (0.95, 0.99999)])
 def test_fused_adam_moments_round_like_cpu(betas):
     """1 - beta is formed in double, as on the CPU: in float32, 1 - 0.99999 is off by 1e-3 relative,

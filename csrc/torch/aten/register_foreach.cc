@@ -245,9 +245,9 @@ void addcdiv_scalarlist_(at::TensorList self, at::TensorList t1, at::TensorList 
 
 // ---- fused Adam / AdamW (fused=True) ------------------------------------------------------------
 
-// Float32 contiguous state on one ember device, the step counts and any AMP scalars (grad_scale,
-// found_inf) as float device scalars: anything else takes PyTorch's CPU kernel through the
-// fallback.
+// Contiguous state of one dtype (float32, bfloat16 or float16) on one ember device, the step
+// counts and any AMP scalars (grad_scale, found_inf) as float device scalars: anything else takes
+// PyTorch's CPU kernel through the fallback.
 bool native_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                  at::TensorList max_exp_avg_sqs, at::TensorList steps, bool amsgrad,
                  const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
@@ -264,8 +264,10 @@ bool native_adam(at::TensorList params, at::TensorList grads, at::TensorList exp
     }
     const c10::Device device = params[0].device();
     if (!params[0].is_privateuseone()) return false;
+    const at::ScalarType dtype = params[0].scalar_type();
+    if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) return false;
     auto ok = [&](const at::Tensor& t, const at::Tensor& like) {
-        return t.defined() && t.device() == device && t.scalar_type() == at::kFloat && t.is_contiguous() &&
+        return t.defined() && t.device() == device && t.scalar_type() == dtype && t.is_contiguous() &&
                t.numel() == like.numel();
     };
     for (size_t i = 0; i < n; ++i) {

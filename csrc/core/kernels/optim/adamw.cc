@@ -1,7 +1,10 @@
 #include "kernels/optim/adamw.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/dtype.h"
 #include "kernels/elementwise/simd.h"
 
 namespace ember::kernels {
@@ -45,8 +48,47 @@ EMBER_SIMD_CLONES void unscale_range(float* __restrict__ g, int64_t n, float sca
     for (int64_t i = 0; i < n; ++i) g[i] = g[i] / scale;
 }
 
-bool plain_f32(const TensorView& v, int64_t n) {
-    return v.data != nullptr && v.dtype == DType::kFloat32 && v.is_contiguous() && v.numel() == n;
+bool plain(const TensorView& v, int64_t n, DType dtype) {
+    return v.data != nullptr && v.dtype == dtype && v.is_contiguous() && v.numel() == n;
+}
+
+inline float widen(BFloat16 x) { return to_float(x); }
+inline float widen(Half x) { return to_float(x); }
+template <typename T>
+T narrow(float x) {
+    if constexpr (std::is_same_v<T, BFloat16>) return to_bfloat16(x);
+    else return to_half(x);
+}
+
+// 16-bit tensors, as PyTorch's fused kernels update them: each chunk widened to float, run
+// through the float loop, and rounded once when stored. The parameter's update reads the
+// moments before they are rounded; an unscaled gradient is written back rounded and used unrounded.
+template <typename T>
+void adam_half_range(T* p, T* g, T* m, T* v, T* vmax, int64_t n, const Coeffs& c, const float* grad_scale) {
+    constexpr int64_t kChunk = 256;
+    float fp[kChunk], fg[kChunk], fm[kChunk], fv[kChunk], fx[kChunk];
+    for (int64_t b = 0; b < n; b += kChunk) {
+        const int64_t k = std::min(kChunk, n - b);
+        for (int64_t i = 0; i < k; ++i) {
+            fp[i] = widen(p[b + i]);
+            fg[i] = widen(g[b + i]);
+            fm[i] = widen(m[b + i]);
+            fv[i] = widen(v[b + i]);
+            if (vmax) fx[i] = widen(vmax[b + i]);
+        }
+        if (grad_scale) {
+            unscale_range(fg, k, *grad_scale);
+            for (int64_t i = 0; i < k; ++i) g[b + i] = narrow<T>(fg[i]);
+        }
+        if (vmax) adam_range<true>(fp, fg, fm, fv, fx, k, c);
+        else adam_range<false>(fp, fg, fm, fv, nullptr, k, c);
+        for (int64_t i = 0; i < k; ++i) {
+            p[b + i] = narrow<T>(fp[i]);
+            m[b + i] = narrow<T>(fm[i]);
+            v[b + i] = narrow<T>(fv[i]);
+            if (vmax) vmax[b + i] = narrow<T>(fx[i]);
+        }
+    }
 }
 
 }  // namespace
@@ -55,9 +97,13 @@ Status adam_step(const TensorView& param, const TensorView& grad, const TensorVi
                  const TensorView& exp_avg_sq, const TensorView& max_exp_avg_sq, const AdamArgs& args,
                  runtime::ThreadPool* pool) {
     const int64_t n = param.numel();
-    if (!plain_f32(param, n) || !plain_f32(grad, n) || !plain_f32(exp_avg, n) || !plain_f32(exp_avg_sq, n) ||
-        (args.amsgrad && !plain_f32(max_exp_avg_sq, n))) {
-        return invalid_argument("adam_step: expects contiguous float32 tensors of one size");
+    const DType dt = param.dtype;
+    if (dt != DType::kFloat32 && dt != DType::kBFloat16 && dt != DType::kFloat16) {
+        return invalid_argument("adam_step: expects float32, bfloat16 or float16 tensors");
+    }
+    if (!plain(param, n, dt) || !plain(grad, n, dt) || !plain(exp_avg, n, dt) || !plain(exp_avg_sq, n, dt) ||
+        (args.amsgrad && !plain(max_exp_avg_sq, n, dt))) {
+        return invalid_argument("adam_step: expects contiguous tensors of one size and dtype");
     }
     if (args.step == nullptr) return invalid_argument("adam_step: no step count");
     if (args.found_inf != nullptr && *args.found_inf == 1.f) return Status();
@@ -72,12 +118,30 @@ Status adam_step(const TensorView& param, const TensorView& grad, const TensorVi
              static_cast<float>(args.beta1), static_cast<float>(args.beta2), static_cast<float>(args.eps),
              static_cast<float>(lr / bc1), static_cast<float>(std::sqrt(bc2)),
              static_cast<float>(1.0 - args.beta1), static_cast<float>(1.0 - args.beta2)};
+    const float* grad_scale = args.grad_scale;
+    if (dt != DType::kFloat32) {
+        auto half_body = [&](auto tag) {
+            using T = decltype(tag);
+            auto* hp = static_cast<T*>(param.data);
+            auto* hg = static_cast<T*>(grad.data);
+            auto* hm = static_cast<T*>(exp_avg.data);
+            auto* hv = static_cast<T*>(exp_avg_sq.data);
+            auto* hx = args.amsgrad ? static_cast<T*>(max_exp_avg_sq.data) : nullptr;
+            auto body = [&](int64_t b, int64_t e) {
+                adam_half_range<T>(hp + b, hg + b, hm + b, hv + b, hx ? hx + b : nullptr, e - b, c, grad_scale);
+            };
+            if (pool) pool->parallel_for(n, runtime::kParallelGrain, body);
+            else body(0, n);
+        };
+        if (dt == DType::kBFloat16) half_body(BFloat16{});
+        else half_body(Half{});
+        return Status();
+    }
     auto* p = static_cast<float*>(param.data);
     const auto* g = static_cast<const float*>(grad.data);
     auto* m = static_cast<float*>(exp_avg.data);
     auto* v = static_cast<float*>(exp_avg_sq.data);
     auto* vmax = args.amsgrad ? static_cast<float*>(max_exp_avg_sq.data) : nullptr;
-    const float* grad_scale = args.grad_scale;
     auto body = [&](int64_t b, int64_t e) {
         if (grad_scale) unscale_range(const_cast<float*>(g) + b, e - b, *grad_scale);
         if (vmax) adam_range<true>(p + b, g + b, m + b, v + b, vmax + b, e - b, c);

@@ -29,8 +29,9 @@ struct AdamArgs {
 };
 
 // param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad; else data may be null):
-// contiguous float32 tensors of equal size, updated in place with PyTorch's fused formulas
-// (float arithmetic; bias corrections in double as PyTorch computes them on the host).
+// contiguous tensors of equal size and one dtype (float32, bfloat16 or float16), updated in
+// place with PyTorch's fused formulas (float arithmetic, 16-bit values rounded once when stored;
+// bias corrections in double as PyTorch computes them on the host).
 Status adam_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
                  const TensorView& exp_avg_sq, const TensorView& max_exp_avg_sq, const AdamArgs& args,
                  runtime::ThreadPool* pool);
