@@ -126,6 +126,20 @@ def test_arange(args, dtype, native_only):
                                torch.arange(*args, dtype=dtype))
 
 
+def test_arange_into_an_out_of_another_size_warns_like_the_cpu(native_only):
+    # fft.fftfreq(n, out=...) resizes through this path; an empty out resizes silently.
+    for device in ("cpu", "ember"):
+        out = torch.empty(3, device=device)
+        with pytest.warns(UserWarning, match="does not match the computed number of elements 5"):
+            torch.arange(5, out=out)
+        torch.testing.assert_close(out.cpu(), torch.arange(5.0))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.arange(4, out=torch.empty(0, device="ember"))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_gather(dtype, dim, native_only):

@@ -309,3 +309,30 @@ def test_matrix_exp_in_a_compiled_graph(native_only):
     torch.compile(lin_e, backend="ember", fullgraph=True)(x.to("ember")).square().sum().backward()
     original = lin.parametrizations.weight.original
     torch.testing.assert_close(lin_e.parametrizations.weight.original.grad.cpu(), original.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (0, 2), (3, 0), (2, 3, 0)])
+def test_lu_of_empty_matrices_is_the_cpus(shape, native_only):
+    A = torch.randn(*shape)
+    for got, want in zip(torch.linalg.lu_factor_ex(A.to("ember")), torch.linalg.lu_factor_ex(A)):
+        torch.testing.assert_close(got.cpu(), want)
+    P, L, U = torch.linalg.lu(A.to("ember"))
+    for got, want in zip((P, L, U), torch.linalg.lu(A)):
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_solve_triangular_into_its_right_hand_side(native_only):
+    # out=B is allowed, as on the CPU: B is read before the solution is written.
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(3, 4, 4, generator=g).triu() + 4 * torch.eye(4)
+    B = torch.randn(3, 4, 2, generator=g)
+    want = torch.linalg.solve_triangular(A, B, upper=True)
+    Be = B.to("ember")
+    got = torch.linalg.solve_triangular(A.to("ember"), Be, upper=True, out=Be)
+    assert got.data_ptr() == Be.data_ptr()
+    torch.testing.assert_close(Be.cpu(), want)
+    # Into part of A too: A is read before the solution is written.
+    Ac, Ae = A.clone(), A.to("ember")
+    torch.linalg.solve_triangular(Ac, B, upper=True, out=Ac[:, :, :2])
+    torch.linalg.solve_triangular(Ae, B.to("ember"), upper=True, out=Ae[:, :, :2])
+    torch.testing.assert_close(Ae.cpu(), Ac)

@@ -180,3 +180,27 @@ def test_int8_matmul_is_exact_and_wraps_like_cpu(compiled, no_fallback):
     out = torch.empty(32, 16, dtype=torch.int32, device="ember")
     torch._int_mm(cases[0][0].to("ember"), cases[0][1].to("ember"), out=out)
     assert torch.equal(out.cpu(), torch._int_mm(*cases[0]))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+def test_addr_scalar_checks_are_the_cpus(dtype):
+    m, v = torch.arange(4).reshape(2, 2).to(dtype), torch.tensor([1, 2], dtype=dtype)
+    cases = [dict(beta=True), dict(alpha=True)]
+    if not dtype.is_floating_point:
+        cases += [dict(beta=2.5), dict(alpha=2.5)]
+    for kw in cases:
+        with pytest.raises(RuntimeError) as cpu_err:
+            torch.addr(m, v, v, **kw)
+        with pytest.raises(RuntimeError, match=str(cpu_err.value).split(".")[0]):
+            torch.addr(m.to("ember"), v.to("ember"), v.to("ember"), **kw)
+    for kw in (dict(beta=0, alpha=2), dict(beta=2, alpha=3)):
+        torch.testing.assert_close(torch.addr(m.to("ember"), v.to("ember"), v.to("ember"), **kw).cpu(),
+                                   torch.addr(m, v, v, **kw))
+
+
+def test_baddbmm_dtype_mismatch_message_is_the_cpus():
+    args = (torch.rand(1, 2, 2).half(), torch.rand(1, 2, 2), torch.rand(1, 2, 2))
+    with pytest.raises(RuntimeError) as cpu_err:
+        torch.baddbmm(*args)
+    with pytest.raises(RuntimeError, match=str(cpu_err.value).split(",")[0]):
+        torch.baddbmm(*(a.to("ember") for a in args))

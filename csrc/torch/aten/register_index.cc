@@ -401,7 +401,15 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     } else {
         size = static_cast<int64_t>(std::ceil((e - s) / st));
     }
-    if (out.numel() != size) out.resize_({size});
+    if (out.numel() != size) {
+        if (out.numel() > 0) {
+            TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                       " which does not match the computed number of elements ", size,
+                       ". Note that this may occur as a result of rounding error. "
+                       "The out tensor will be resized to a tensor of shape (", size, ",).");
+        }
+        out.resize_({size});
+    }
     if (size == 0) return out;
     kernels::Scalar ks, kst;
     if (start.isFloatingPoint()) { ks.kind = kernels::Scalar::Kind::kFloat; ks.f = s; } else { ks.kind = kernels::Scalar::Kind::kInt; ks.i = start.toLong(); }

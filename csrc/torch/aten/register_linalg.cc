@@ -100,7 +100,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lu_factor_ex(const at::Tensor& A,
     pivot_sizes.push_back(std::min(A.size(-2), A.size(-1)));
     at::Tensor pivots = at::empty(pivot_sizes, A.options().dtype(at::kInt));
     at::Tensor info = at::empty(batch, A.options().dtype(at::kInt));
-    if (info.numel() > 0) {
+    if (info.numel() > 0 && A.numel() == 0) {
+        info.zero_();  // empty matrices factor trivially (and have no pivots to view per matrix)
+    } else if (info.numel() > 0) {
         kernels::TensorView a = matrices(lu, true), p = int_rows(pivots, false), status = int_rows(info, true);
         queue(A, "linalg_lu_factor_ex", [a, p, status](runtime::ThreadPool* pool) {
             return kernels::lu_factor(a, p, status, pool);

@@ -4,6 +4,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addr.h>
+#include <ATen/ops/addr_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ExpandUtils.h>
@@ -129,8 +130,14 @@ at::Tensor& add_product_out(const at::Tensor& input, const at::Tensor& a, const 
     check_operands(dim == 2 ? "addmm" : "baddbmm", a, b, dim);
     std::vector<int64_t> shape = dim == 2 ? std::vector<int64_t>{a.size(0), b.size(1)}
                                           : std::vector<int64_t>{a.size(0), a.size(1), b.size(2)};
-    TORCH_CHECK(input.scalar_type() == a.scalar_type(), "self and mat2 must have the same dtype, but got ",
-                input.scalar_type(), " and ", a.scalar_type());
+    if (dim == 2) {
+        TORCH_CHECK(input.scalar_type() == a.scalar_type(), "self and mat2 must have the same dtype, but got ",
+                    input.scalar_type(), " and ", a.scalar_type());
+    } else {  // baddbmm's own wording, dtypes as type names
+        TORCH_CHECK(input.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type(),
+                    "Input dtypes must be the same, got: input ", input.dtype(), ", batch1: ", a.dtype(),
+                    ", batch2: ", b.dtype());
+    }
     check_out_dtype(out, a);
     if (!a.is_floating_point()) {  // the CPU's checked conversion to the operands' dtype
         check_scalar_fits(alpha, a.scalar_type());
@@ -201,6 +208,23 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
     return add_product_out(self, a, b, beta, alpha, self, 3);
 }
 
+// addr: the checks on beta and alpha that CPU and CUDA make (the composite kernel other devices
+// get has none: an integer addr with beta=2.5 was computed and truncated), then that composite.
+void check_addr_scalar(at::ScalarType dtype, const c10::Scalar& s, const char* name) {
+    TORCH_CHECK(!s.isBoolean() || dtype == at::kBool, "Boolean ", name, " only supported for Boolean results.");
+    TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype) || s.isIntegral(true),
+                "For integral input tensors, argument ", name, " must not be a floating point number.");
+}
+
+at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const c10::Scalar& beta,
+                const c10::Scalar& alpha) {
+    const at::ScalarType dtype =
+        c10::promoteTypes(c10::promoteTypes(self.scalar_type(), vec1.scalar_type()), vec2.scalar_type());
+    check_addr_scalar(dtype, beta, "beta");
+    check_addr_scalar(dtype, alpha, "alpha");
+    return at::compositeexplicitautograd::addr(self, vec1, vec2, beta, alpha);
+}
+
 // addr's out= form: PyTorch's composite for other devices copies into any out=, a CPU one
 // included; CUDA refuses that, and so does ember (resize_out checks the device first).
 at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const c10::Scalar& beta,
@@ -229,7 +253,9 @@ at::Tensor& solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool 
     std::vector<int64_t> out_shape(batch.begin(), batch.end());
     out_shape.push_back(B.size(-2));
     out_shape.push_back(B.size(-1));
-    resize_out(out, out_shape, {&A, &B});
+    // out may be B itself, as on the CPU: B is read before out is resized or written.
+    at::Tensor B_in = out.is_alias_of(B) ? B.clone() : B;
+    resize_out(out, out_shape, {&A});
     if (out.numel() == 0) return out;
     int64_t bp = c10::multiply_integers(batch);
     std::vector<int64_t> a_shape(batch.begin(), batch.end());
@@ -239,7 +265,7 @@ at::Tensor& solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool 
     at::Tensor a = c10::multiply_integers(A.sizes().slice(0, A.dim() - 2)) == 1
                        ? A.reshape({1, n, n}).contiguous()
                        : A.expand(a_shape).contiguous().view({bp, n, n});
-    at::Tensor b = B.expand(out_shape).reshape({bp, B.size(-2), B.size(-1)});
+    at::Tensor b = B_in.expand(out_shape).reshape({bp, B_in.size(-2), B_in.size(-1)});
     if (!left) b = b.transpose(1, 2);  // X A = B  <=>  A^T X^T = B^T
     at::Tensor x = b.contiguous().clone(at::MemoryFormat::Contiguous);
     kernels::TensorView xv = view_of(x), av = view_of(a);
@@ -300,6 +326,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("linalg_solve_triangular", solve_triangular);
     m.impl("linalg_solve_triangular.out", solve_triangular_out);
     m.impl("mm", mm);
+    m.impl("addr", addr);
     m.impl("addr.out", addr_out);
     m.impl("mm.out", mm_out);
     m.impl("bmm", bmm);
