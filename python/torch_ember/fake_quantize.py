@@ -1,6 +1,7 @@
 """Quantization-aware training's fake quantization composed from native ops, with the CPU
-kernels' float32 arithmetic: per tensor, per channel, with tensor qparams (FakeQuantize), and
-the learnable scale and zero point of LSQ (_fake_quantize_learnable_*), forward and backward."""
+kernels' float32 arithmetic: per tensor, per channel, with tensor qparams (FakeQuantize), the
+learnable scale and zero point of LSQ (_fake_quantize_learnable_*), forward and backward, and
+the default QAT qconfig's fused observer (_fused_moving_avg_obs_fq_helper)."""
 import math
 import struct
 
@@ -131,7 +132,44 @@ def _learnable_per_channel_backward(grad, self, scale, zero_point, axis, quant_m
     return dx, d_scale.sum(others), d_zero.sum(others)
 
 
+def _fused_moving_avg_obs_fq_helper(self, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
+                                    averaging_const, quant_min, quant_max, ch_axis, per_row_fake_quant=False,
+                                    symmetric_quant=False):
+    """The observer and fake quantization of the default QAT qconfig (FusedMovingAvgObsFakeQuantize).
+    The input's minimum and maximum (per row with per_row_fake_quant) are found on the device;
+    the running statistics, scale and zero point are updated by the CPU kernel itself from a
+    tensor holding just those extremes (it finds the same minimum and maximum there, so its float
+    arithmetic and its choice of quantization parameters are reproduced exactly, with a few
+    numbers copied instead of the activations); then the input is fake-quantized on the device."""
+    state = (running_min, running_max, scale, zero_point)
+    if self.dtype != torch.float32 or self.numel() == 0 or any(t.dtype != torch.float32 for t in state[:3]) or \
+            (per_row_fake_quant and not (0 <= ch_axis < self.dim() and (self.dim() != 2 or ch_axis == 0))):
+        return NotImplemented
+    if per_row_fake_quant:
+        y = self if self.dim() == 2 else self.movedim(ch_axis, 0).flatten(1)
+        extremes = torch.stack(torch.aminmax(y, dim=1), 1)  # (rows, 2): the CPU kernel's rows
+    else:
+        extremes = torch.stack(torch.aminmax(self))
+    host = [t.cpu() for t in state]
+    torch.ops.aten._fused_moving_avg_obs_fq_helper(extremes.cpu(), observer_on.cpu(), fake_quant_on.cpu(), *host,
+                                          averaging_const, quant_min, quant_max, 0 if per_row_fake_quant else ch_axis,
+                                          per_row_fake_quant, symmetric_quant)
+    for t, h in zip(state, host):
+        if t.shape != h.shape:
+            t.resize_(h.shape)
+        t.copy_(h)
+    if not int(fake_quant_on.reshape(-1)[0].item()):
+        return self.clone(), torch.ones_like(self, dtype=torch.bool)
+    if per_row_fake_quant:
+        return torch.ops.aten.fake_quantize_per_channel_affine_cachemask(self, scale, zero_point, ch_axis, quant_min,
+                                                                         quant_max)
+    on = torch.ones(1, dtype=torch.long, device=self.device)
+    return torch.ops.aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams(self, scale, zero_point, on,
+                                                                                     quant_min, quant_max)
+
+
 OPS = {
+    "_fused_moving_avg_obs_fq_helper": _fused_moving_avg_obs_fq_helper,
     "fake_quantize_per_tensor_affine_cachemask": _fake_quantize_per_tensor,
     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quantize_tensor_qparams,
     "fake_quantize_per_channel_affine_cachemask": _fake_quantize_per_channel,
@@ -142,5 +180,5 @@ OPS = {
 }
 # Read the scale and zero point back from the device (the CPU kernel does too).
 EAGER_ONLY = frozenset({"_fake_quantize_learnable_per_tensor_affine",
-                        "_fake_quantize_learnable_per_tensor_affine_backward"})
+                        "_fake_quantize_learnable_per_tensor_affine_backward", "_fused_moving_avg_obs_fq_helper"})
 # The per-channel forms read nothing back, so compiled graphs use them as they are.

@@ -177,6 +177,42 @@ def test_learnable_per_channel_fake_quantization_matches_cpu(axis, shape, qmin, 
     torch.testing.assert_close(gze, gzc, rtol=2e-5, atol=5e-5)
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_default_qat_qconfig_observers_are_native_and_match_cpu(compiled, native_only):
+    """get_default_qat_qconfig's fused observer and fake quantization: per tensor for the
+    activations, per channel (4-d conv and 2-d linear weights) for the weights, with the observer
+    and then the fake quantization switched off; outputs, gradients and every observer buffer."""
+    import copy
+
+    import torch.ao.quantization as tq
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(tq.QuantStub(), torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 6 * 6, 5), tq.DeQuantStub())
+    model.qconfig = tq.get_default_qat_qconfig("x86")
+    model.train()
+    tq.prepare_qat(model, inplace=True)
+    em = copy.deepcopy(model).to("ember")
+    run = torch.compile(em, backend="ember") if compiled else em
+    g = torch.Generator().manual_seed(1)
+    for step in range(4):
+        if step == 2:
+            for m in (model, em):
+                m.apply(tq.disable_observer)
+        if step == 3:
+            for m in (model, em):
+                m.apply(tq.disable_fake_quant)
+        x = torch.randn(2, 3, 8, 8, generator=g) * (step + 1)
+        yc, ye = model(x), run(x.to("ember"))
+        torch.testing.assert_close(ye.detach().cpu(), yc.detach(), rtol=1e-5, atol=1e-5)
+        yc.square().sum().backward()
+        ye.square().sum().backward()
+    for (name, c), (_, e) in zip(model.state_dict().items(), em.state_dict().items()):
+        torch.testing.assert_close(e.cpu(), c, rtol=1e-6, atol=0, msg=name)
+    for (name, c), (_, e) in zip(model.named_parameters(), em.named_parameters()):
+        torch.testing.assert_close(e.grad.cpu(), c.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
 def test_linspace_and_logspace_into_shaped_out():
     # An out= that already holds `steps` elements keeps its shape (and a narrowed view's
     # strides); the result was written as one contiguous run of 1-d memory.
