@@ -582,7 +582,9 @@ def _matrix_exp(self):
     squarings = s[..., None, None]
     for k in range(int(s.max())):
         x = torch.where(squarings > k, x @ x, x)
-    return x
+    # exp(0) is exactly the identity (the solve leaves rounding noise of 1e-16 where the CPU's
+    # low-degree approximant for small norms gives I itself).
+    return torch.where((norms == 0)[..., None, None], eye, x)
 
 
 def _rrelu_with_noise(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):

@@ -277,6 +277,16 @@ def test_matrix_exp_matches_cpu(shape, scale, dtype, native_only):
     torch.testing.assert_close(torch.linalg.matrix_exp(a.to("ember")).cpu(), want, **tol)
 
 
+def test_matrix_exp_of_zero_matrices_is_exactly_the_identity(native_only):
+    # A batch mixing zero and nonzero matrices: the zero ones give I bit for bit, as on the CPU.
+    x = torch.zeros(3, 5, 5, dtype=torch.float64)
+    x[1] = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+    got = torch.linalg.matrix_exp(x.to("ember")).cpu()
+    eye = torch.eye(5, dtype=torch.float64)
+    assert torch.equal(got[0], eye) and torch.equal(got[2], eye)
+    torch.testing.assert_close(got[1], torch.linalg.matrix_exp(x[1]))
+
+
 def test_matrix_exp_gradient_and_orthogonal_parametrization(native_only):
     a = torch.randn(2, 5, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(torch.linalg.matrix_exp, (a.detach().to("ember").requires_grad_(),))
