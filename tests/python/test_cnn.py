@@ -468,3 +468,26 @@ def test_volume_registration_warp_compiles_strictly(native_only):
     for compiled in (False, True):
         for got, expected in zip(step("ember", compiled), ref):
             torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,make", [
+    ("max_pool", lambda: nn.MaxPool2d(2)), ("avg_pool", lambda: nn.AvgPool2d(2, padding=1)),
+    ("adaptive_max", lambda: nn.AdaptiveMaxPool2d(3)), ("adaptive_avg", lambda: nn.AdaptiveAvgPool2d((2, 3))),
+    ("lp_pool", lambda: nn.LPPool2d(2, 2)), ("relu6", lambda: nn.ReLU6()),
+    ("logical", lambda: (lambda t: torch.logical_and(t > 0, t < 1) * t + torch.logical_not(t > 0) * 2)),
+])
+def test_channels_last_results_and_gradients_keep_the_layout(name, make, native_only):
+    # As on the CPU and in the shapes compiled graphs are traced with: a channels-last input
+    # gives channels-last results and a channels-last input gradient, with the CPU's values.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 6, 8, generator=g).to(memory_format=torch.channels_last) * 3
+    m = make()
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    yc, ye = m(xc), m(xe)
+    w = torch.randn(yc.shape, generator=g).to(memory_format=torch.channels_last)
+    (yc * w).sum().backward()
+    (ye * w.to("ember")).sum().backward()
+    for got, want in ((ye, yc), (xe.grad, xc.grad)):
+        assert got.is_contiguous(memory_format=torch.channels_last) == want.is_contiguous(
+            memory_format=torch.channels_last) and got.stride() == want.stride(), (got.stride(), want.stride())
+        torch.testing.assert_close(got.detach().cpu(), want.detach())

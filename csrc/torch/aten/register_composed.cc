@@ -26,6 +26,17 @@ bool logical_ok(const at::Tensor& a, const at::Tensor& out) {
     return !at::isComplexType(a.scalar_type()) && plain_dtype(out.scalar_type()) && out.is_privateuseone();
 }
 
+// out sized for the result r; a fresh (empty) out takes r's channels-last layout, as the
+// CPU's TensorIterator gives an empty out= the layout of its inputs.
+void resize_out_like(at::Tensor& out, const at::Tensor& r) {
+    const auto fmt = r.suggest_memory_format();
+    if (out.numel() == 0 && fmt != at::MemoryFormat::Contiguous && r.is_contiguous(fmt)) {
+        out.resize_(r.sizes(), fmt);
+        return;
+    }
+    resize_out(out, r.sizes());
+}
+
 #define EMBER_LOGICAL(name, combine)                                                                  \
     at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {        \
         if (!logical_ok(self, out) || at::isComplexType(other.scalar_type()))                         \
@@ -35,7 +46,7 @@ bool logical_ok(const at::Tensor& a, const at::Tensor& out) {
         /* In place (out is an operand), broadcasting may not grow the output, as on CPU. */         \
         TORCH_CHECK(!(out.is_same(self) || out.is_same(other)) || out.sizes().equals(r.sizes()),      \
                     "output with shape ", out.sizes(), " doesn't match the broadcast shape ", r.sizes()); \
-        resize_out(out, r.sizes());                                                                   \
+        resize_out_like(out, r);                                                                      \
         return out.copy_(r);                                                                          \
     }
 
@@ -47,7 +58,7 @@ EMBER_LOGICAL(logical_xor, at::ne(a, b))
 at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
     if (!logical_ok(self, out)) return cpu<ATEN_OP2(logical_not, out)>(self, out);
     at::Tensor r = at::eq(self, 0);
-    resize_out(out, r.sizes());
+    resize_out_like(out, r);
     return out.copy_(r);
 }
 
@@ -82,18 +93,31 @@ at::Tensor& hardtanh_(at::Tensor& self, const c10::Scalar& lo, const c10::Scalar
     return self.clamp_(bound_for(self, lo), bound_for(self, hi));
 }
 
+// The gradient where lo < self < hi, else 0; as an elementwise result it keeps the inputs'
+// layout (a channels-last ReLU6's input gradient stays channels-last, as on the CPU).
+at::Tensor hardtanh_grad(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
+                         const c10::Scalar& hi) {
+    at::Tensor pass = at::logical_and(at::gt(self, lo), at::lt(self, hi));
+    return at::where(pass, grad, at::zeros({}, grad.options()));
+}
+
+bool hardtanh_grad_native(const at::Tensor& grad, const at::Tensor& self) {
+    return real_float(self) && real_float(grad);
+}
+
 at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
                                   const c10::Scalar& hi, at::Tensor& grad_input) {
-    if (!real_float(self) || !real_float(grad) || grad_input.scalar_type() != grad.scalar_type())
+    if (!hardtanh_grad_native(grad, self) || grad_input.scalar_type() != grad.scalar_type())
         return cpu<ATEN_OP2(hardtanh_backward, grad_input)>(grad, self, lo, hi, grad_input);
-    at::Tensor pass = at::logical_and(at::gt(self, lo), at::lt(self, hi));
-    at::Tensor r = at::where(pass, grad, at::zeros({}, grad.options()));
+    at::Tensor r = hardtanh_grad(grad, self, lo, hi);
     resize_out(grad_input, r.sizes());
     return grad_input.copy_(r);
 }
 
 at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
                              const c10::Scalar& hi) {
+    if (hardtanh_grad_native(grad, self) && grad.scalar_type() == self.scalar_type() && on_device(grad.device(), self))
+        return hardtanh_grad(grad, self, lo, hi);
     at::Tensor out = at::empty({0}, grad.options());
     return hardtanh_backward_out(grad, self, lo, hi, out);
 }

@@ -59,6 +59,14 @@ kernels::Pool2dParams params(c10::IntArrayRef kernel, c10::IntArrayRef stride, c
     return p;
 }
 
+// PyTorch's 2-d pooling keeps a channels-last input's layout in its results and in the input's
+// gradient, on every device (and the shapes compiled graphs are traced with say so); the kernels
+// here work on contiguous planes, so such results are copied into that layout.
+at::Tensor in_layout_of(const at::Tensor& like, const at::Tensor& t) {
+    if (like.dim() != 4 || like.suggest_memory_format() != at::MemoryFormat::ChannelsLast) return t;
+    return t.contiguous(at::MemoryFormat::ChannelsLast);
+}
+
 // ---- max pooling ------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArrayRef stride,
@@ -75,10 +83,10 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
     at::Tensor idx = at::empty(with_spatial(x, OH, OW), x.options().dtype(at::kLong));
-    if (out.numel() == 0) return {out, idx};
+    if (out.numel() == 0) return {in_layout_of(self, out), in_layout_of(self, idx)};
     kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x, false);
     queue(x, "max_pool2d", [o, i, xv, p](runtime::ThreadPool* pool) { return kernels::max_pool2d(o, i, xv, p, pool); });
-    return {out, idx};
+    return {in_layout_of(self, out), in_layout_of(self, idx)};
 }
 
 // The gradient of a max pooling (plain or adaptive): each output's gradient added at the input
@@ -86,10 +94,10 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& self, c10::IntAr
 at::Tensor scatter_to_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& indices, const char* name) {
     at::Tensor g = grad.contiguous(), idx = indices.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    if (gi.numel() == 0) return gi;
+    if (gi.numel() == 0) return in_layout_of(self, gi);
     kernels::TensorView giv = planes(gi), gv = planes(g, false), iv = planes(idx, false);
     queue(gi, name, [giv, gv, iv](runtime::ThreadPool* pool) { return kernels::max_pool2d_backward(giv, gv, iv, pool); });
-    return gi;
+    return in_layout_of(self, gi);
 }
 
 at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c10::IntArrayRef kernel,
@@ -119,10 +127,10 @@ at::Tensor avg_pool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntA
                                    1, 1, self.size(-3), H, W, OH, OW, self.suggest_memory_format());
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
-    if (out.numel() == 0) return out;
+    if (out.numel() == 0) return in_layout_of(self, out);
     kernels::TensorView o = planes(out), xv = planes(x, false);
     queue(x, "avg_pool2d", [o, xv, p](runtime::ThreadPool* pool) { return kernels::avg_pool2d(o, xv, p, pool); });
-    return out;
+    return in_layout_of(self, out);
 }
 
 at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c10::IntArrayRef kernel,
@@ -138,12 +146,12 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, c
     p.divisor_override = divisor_override.value_or(0);
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    if (gi.numel() == 0) return gi;
+    if (gi.numel() == 0) return in_layout_of(self, gi);
     kernels::TensorView giv = planes(gi), gv = planes(g, false);
     queue(gi, "avg_pool2d_backward", [giv, gv, p](runtime::ThreadPool* pool) {
         return kernels::avg_pool2d_backward(giv, gv, p, pool);
     });
-    return gi;
+    return in_layout_of(self, gi);
 }
 
 // ---- adaptive average pooling -----------------------------------------------------------------
@@ -156,10 +164,10 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef outpu
     TORCH_CHECK(OH >= 0 && OW >= 0, "adaptive_avg_pool2d: output size must be non-negative");
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, OH, OW), x.options());
-    if (out.numel() == 0) return out;
+    if (out.numel() == 0) return in_layout_of(self, out);
     kernels::TensorView o = planes(out), xv = planes(x, false);
     queue(x, "adaptive_avg_pool2d", [o, xv](runtime::ThreadPool* pool) { return kernels::adaptive_avg_pool2d(o, xv, pool); });
-    return out;
+    return in_layout_of(self, out);
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self) {
@@ -168,12 +176,12 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
     }
     at::Tensor g = grad.contiguous();
     at::Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-    if (gi.numel() == 0) return gi;
+    if (gi.numel() == 0) return in_layout_of(self, gi);
     kernels::TensorView giv = planes(gi), gv = planes(g, false);
     queue(gi, "adaptive_avg_pool2d_backward", [giv, gv](runtime::ThreadPool* pool) {
         return kernels::adaptive_avg_pool2d_backward(giv, gv, pool);
     });
-    return gi;
+    return in_layout_of(self, gi);
 }
 
 // ---- adaptive max pooling ---------------------------------------------------------------------
@@ -185,12 +193,12 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, c
     at::Tensor x = self.contiguous();
     at::Tensor out = at::empty(with_spatial(x, output_size[0], output_size[1]), x.options());
     at::Tensor idx = at::empty(out.sizes(), x.options().dtype(at::kLong));
-    if (out.numel() == 0) return {out, idx};
+    if (out.numel() == 0) return {in_layout_of(self, out), in_layout_of(self, idx)};
     kernels::TensorView o = planes(out), i = planes(idx), xv = planes(x, false);
     queue(x, "adaptive_max_pool2d", [o, i, xv](runtime::ThreadPool* pool) {
         return kernels::adaptive_max_pool2d(o, i, xv, pool);
     });
-    return {out, idx};
+    return {in_layout_of(self, out), in_layout_of(self, idx)};
 }
 
 // Its indices address the input plane as max pooling's do: the same scatter of the gradient.
