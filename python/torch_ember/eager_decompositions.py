@@ -232,8 +232,19 @@ def _check_smooth_l1(args, kwargs) -> None:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
 
 
-# Checks the CPU kernel makes that neither the decomposition nor the meta kernel does.
-_ARGUMENT_CHECKS = {"smooth_l1_loss": _check_smooth_l1, "smooth_l1_loss.out": _check_smooth_l1}
+def _check_multi_margin(args, kwargs) -> None:
+    x, target = args[0], args[1]
+    frames = 1 if x.dim() <= 1 else x.shape[0]
+    if target.dim() > 1 or target.numel() != frames:
+        raise RuntimeError("multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{frames}], but got {list(target.shape)}. "
+                           f"Input has shape {list(x.shape)}.")
+
+
+# Checks the CPU kernel makes that neither the decomposition nor the meta kernel does (or with
+# the CPU's own wording).
+_ARGUMENT_CHECKS = {"smooth_l1_loss": _check_smooth_l1, "smooth_l1_loss.out": _check_smooth_l1,
+                    "multi_margin_loss": _check_multi_margin, "multi_margin_loss.out": _check_multi_margin}
 
 
 # Dtypes the CPU kernel refuses (its "not implemented for" error) but the decomposition would

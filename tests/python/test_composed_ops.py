@@ -280,6 +280,12 @@ def test_is_set_to_and_multi_margin_loss_shapes():
         got = F.multi_margin_loss(x.to("ember"), target.to("ember"), reduction=reduction)
         assert got.shape == ref.shape
         torch.testing.assert_close(got.cpu(), ref)
+    x, target = torch.randn(5, 4), torch.zeros(3, dtype=torch.long)  # one target per sample: 5 expected
+    with pytest.raises(RuntimeError) as cpu_err:
+        F.multi_margin_loss(x, target)
+    with pytest.raises(RuntimeError, match=r"Expected target size \[5\], but got \[3\]") as ember_err:
+        F.multi_margin_loss(x.to("ember"), target.to("ember"))
+    assert str(ember_err.value) == str(cpu_err.value)
 
 
 def test_fake_quantize_with_a_python_scale_compiles():
