@@ -56,7 +56,7 @@ OPS = (
     "mish", "mish.out", "mish_",
     "multi_margin_loss", "multi_margin_loss.out",
     "nansum", "nansum.out",
-    "nll_loss2d_backward", "nll_loss2d_backward.grad_input", "nll_loss2d_forward", "nll_loss2d_forward.output",
+    "nll_loss2d_backward.grad_input", "nll_loss2d_forward.output",
     "nll_loss_backward.grad_input", "nll_loss_forward.output",
     "reflection_pad1d", "reflection_pad1d.out", "reflection_pad1d_backward", "reflection_pad1d_backward.grad_input",
     "reflection_pad2d", "reflection_pad2d.out", "reflection_pad2d_backward", "reflection_pad2d_backward.grad_input",

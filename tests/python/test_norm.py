@@ -88,6 +88,32 @@ def test_nll_and_cross_entropy(dtype, reduction):
           target[0], dtype=dtype)
 
 
+@pytest.mark.parametrize("shape", [(2, 5, 4, 3), (3, 6, 7), (0, 5, 2, 2)], ids=["4d", "3d", "empty"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_spatial_cross_entropy_is_native_and_sums_in_float(shape, reduction, native_only):
+    # Per-pixel losses (segmentation, (N, C, L) sequences) reach nll_loss2d; with class weights,
+    # ignored targets and a channels-last input. bfloat16 within the CPU's own error: both round once.
+    gen = torch.Generator().manual_seed(4)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(*shape, generator=gen).to(dtype)
+        if x.dim() == 4:
+            x = x.to(memory_format=torch.channels_last)
+        t = torch.randint(0, shape[1], (shape[0], *shape[2:]), generator=gen)
+        t.view(-1)[::5] = -100
+        w = torch.rand(shape[1], generator=gen).to(dtype)
+        xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+        yc = F.cross_entropy(xc, t, weight=w, reduction=reduction)
+        ye = F.cross_entropy(xe, t.to("ember"), weight=w.to("ember"), reduction=reduction)
+        ulp = 0 if dtype == torch.float32 else torch.finfo(dtype).eps
+        torch.testing.assert_close(ye.detach().cpu(), yc.detach(), rtol=max(ulp, 1.3e-6), atol=1e-5, equal_nan=True)
+        if x.numel():
+            gy = torch.randn(yc.shape, generator=gen).to(dtype)
+            (yc * gy).sum().backward()
+            (ye * gy.to("ember")).sum().backward()
+            assert xe.grad.stride() == xc.grad.stride()
+            torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=max(2 * ulp, 1.3e-6), atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss_forward_backward(dtype, reduction, native_only):

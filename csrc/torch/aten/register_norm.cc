@@ -246,6 +246,43 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
     return grad;
 }
 
+// nll_loss2d ((N, C, H, W) scores, (N, H, W) targets; also what nll_loss of 3-d and 5-d or more
+// dims reshapes to) as nll_loss over the N*H*W rows of the scores moved to channels-last: the
+// same kernel, which sums in float and rounds once, as the CPU does (PyTorch's decomposition
+// summed and divided in the 16-bit type, up to 1.5 ulp off).
+bool nll2d_ok(const at::Tensor& self, const at::Tensor& target) {
+    return self.dim() == 4 && target.dim() == 3 && target.size(0) == self.size(0) &&
+           target.size(1) == self.size(2) && target.size(2) == self.size(3);
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self, const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                      c10::SymInt ignore_index) {
+    if (!nll2d_ok(self, target)) {
+        return cpu_symint<ATEN_OP(nll_loss2d_forward)>(self, target, weight, reduction, ignore_index);
+    }
+    const int64_t C = self.size(1);
+    at::Tensor rows = self.permute({0, 2, 3, 1}).reshape({-1, C});
+    auto [out, total] = nll_loss_forward(rows, target.reshape({-1}), weight, reduction, ignore_index);
+    if (reduction == at::Reduction::None) out = out.view(target.sizes());
+    return {out, total};
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                               const at::Tensor& total_weight) {
+    if (!nll2d_ok(self, target) || (reduction == at::Reduction::None && !grad_output.sizes().equals(target.sizes()))) {
+        return cpu_symint<ATEN_OP(nll_loss2d_backward)>(grad_output, self, target, weight, reduction, ignore_index,
+                                                        total_weight);
+    }
+    const int64_t N = self.size(0), C = self.size(1), H = self.size(2), W = self.size(3);
+    // The backward reads only the scores' shape and dtype: a zero-copy stand-in of the rows' shape.
+    at::Tensor rows = self.new_empty({1, C}).expand({N * H * W, C});
+    at::Tensor go = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
+    at::Tensor g = nll_loss_backward(go, rows, target.reshape({-1}), weight, reduction, ignore_index, total_weight);
+    return g.view({N, H, W, C}).permute({0, 3, 1, 2}).contiguous(self.suggest_memory_format());
+}
+
 // ---- ctc_loss ------------------------------------------------------------------------------------
 // float32/float64 log_probs [T, N, C] on ember with int32/int64 targets there and lengths that the
 // CPU's checks accept; anything else takes the CPU path, whose checks word the errors. `states`
@@ -396,6 +433,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_layer_norm_backward", layer_norm_backward);
     m.impl("nll_loss_forward", nll_loss_forward);
     m.impl("nll_loss_backward", nll_loss_backward);
+    m.impl("nll_loss2d_forward", nll_loss2d_forward);
+    m.impl("nll_loss2d_backward", nll_loss2d_backward);
     m.impl("_ctc_loss", ctc_loss);
     m.impl("_ctc_loss.Tensor", ctc_loss_tensor);
     m.impl("_ctc_loss_backward", ctc_loss_backward);
