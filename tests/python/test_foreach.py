@@ -96,24 +96,32 @@ def test_optimizer_with_clipping_matches_cpu(opt):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam])
-@pytest.mark.parametrize("amsgrad", [False, True])
-@pytest.mark.parametrize("maximize", [False, True])
-def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
+def _fused_adam_on_both(cls, numel, dtype, steps, amsgrad, maximize):
+    """The same fused Adam(W) steps on CPU and ember parameters (a large and a small tensor);
+    returns (cpu optimizer, ember optimizer, cpu params, ember params), after checking that
+    ember ran no op on the CPU fallback."""
     torch.manual_seed(0)
-    cpu = [torch.nn.Parameter(torch.randn(70000)), torch.nn.Parameter(torch.randn(3, 5))]
+    cpu = [torch.nn.Parameter(torch.randn(numel).to(dtype)), torch.nn.Parameter(torch.randn(3, 5).to(dtype))]
     em = [torch.nn.Parameter(p.detach().to("ember")) for p in cpu]
     kw = dict(lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, maximize=maximize, fused=True)
     opt_c, opt_e = cls(cpu, **kw), cls(em, **kw)
     torch_ember.reset_fallback_stats()
     gen = torch.Generator().manual_seed(1)
-    for _ in range(3):
+    for _ in range(steps):
         for pc, pe in zip(cpu, em):
-            g = torch.randn(pc.shape, generator=gen)
+            g = torch.randn(pc.shape, generator=gen).to(dtype)
             pc.grad, pe.grad = g, g.to("ember")
         opt_c.step()
         opt_e.step()
     assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+    return opt_c, opt_e, cpu, em
+
+
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam])
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("maximize", [False, True])
+def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
+    _, _, cpu, em = _fused_adam_on_both(cls, 70000, torch.float32, 3, amsgrad, maximize)
     for pe, pc in zip(em, cpu):
         torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
 
@@ -123,20 +131,7 @@ def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
                                                   (torch.optim.AdamW, True, True)])
 def test_sixteen_bit_fused_adam_is_native_and_matches_cpu_fused(dtype, cls, amsgrad, maximize):
     # PyTorch's fused kernels compute 16-bit state in float and round each value once when stored.
-    torch.manual_seed(0)
-    cpu = [torch.nn.Parameter(torch.randn(5000).to(dtype)), torch.nn.Parameter(torch.randn(3, 5).to(dtype))]
-    em = [torch.nn.Parameter(p.detach().to("ember")) for p in cpu]
-    kw = dict(lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, maximize=maximize, fused=True)
-    opt_c, opt_e = cls(cpu, **kw), cls(em, **kw)
-    torch_ember.reset_fallback_stats()
-    gen = torch.Generator().manual_seed(1)
-    for _ in range(4):
-        for pc, pe in zip(cpu, em):
-            g = torch.randn(pc.shape, generator=gen).to(dtype)
-            pc.grad, pe.grad = g, g.to("ember")
-        opt_c.step()
-        opt_e.step()
-    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+    opt_c, opt_e, cpu, em = _fused_adam_on_both(cls, 5000, dtype, 4, amsgrad, maximize)
     for pe, pc in zip(em, cpu):
         # Within one rounding in the dtype: the CPU's float math may round a last bit the other way.
         ulp = torch.finfo(dtype).eps

@@ -93,31 +93,20 @@ at::Tensor& hardtanh_(at::Tensor& self, const c10::Scalar& lo, const c10::Scalar
     return self.clamp_(bound_for(self, lo), bound_for(self, hi));
 }
 
-// The gradient where lo < self < hi, else 0; as an elementwise result it keeps the inputs'
-// layout (a channels-last ReLU6's input gradient stays channels-last, as on the CPU).
-at::Tensor hardtanh_grad(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
-                         const c10::Scalar& hi) {
-    at::Tensor pass = at::logical_and(at::gt(self, lo), at::lt(self, hi));
-    return at::where(pass, grad, at::zeros({}, grad.options()));
-}
-
-bool hardtanh_grad_native(const at::Tensor& grad, const at::Tensor& self) {
-    return real_float(self) && real_float(grad);
-}
-
+// The gradient where lo < self < hi, else 0. A fresh out takes the result's layout (a
+// channels-last ReLU6's input gradient stays channels-last, as on the CPU).
 at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
                                   const c10::Scalar& hi, at::Tensor& grad_input) {
-    if (!hardtanh_grad_native(grad, self) || grad_input.scalar_type() != grad.scalar_type())
+    if (!real_float(self) || !real_float(grad) || grad_input.scalar_type() != grad.scalar_type())
         return cpu<ATEN_OP2(hardtanh_backward, grad_input)>(grad, self, lo, hi, grad_input);
-    at::Tensor r = hardtanh_grad(grad, self, lo, hi);
-    resize_out(grad_input, r.sizes());
+    at::Tensor pass = at::logical_and(at::gt(self, lo), at::lt(self, hi));
+    at::Tensor r = at::where(pass, grad, at::zeros({}, grad.options()));
+    resize_out_like(grad_input, r);
     return grad_input.copy_(r);
 }
 
 at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& lo,
                              const c10::Scalar& hi) {
-    if (hardtanh_grad_native(grad, self) && grad.scalar_type() == self.scalar_type() && on_device(grad.device(), self))
-        return hardtanh_grad(grad, self, lo, hi);
     at::Tensor out = at::empty({0}, grad.options());
     return hardtanh_backward_out(grad, self, lo, hi, out);
 }

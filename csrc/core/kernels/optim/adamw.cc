@@ -52,8 +52,6 @@ bool plain(const TensorView& v, int64_t n, DType dtype) {
     return v.data != nullptr && v.dtype == dtype && v.is_contiguous() && v.numel() == n;
 }
 
-inline float widen(BFloat16 x) { return to_float(x); }
-inline float widen(Half x) { return to_float(x); }
 template <typename T>
 T narrow(float x) {
     if constexpr (std::is_same_v<T, BFloat16>) return to_bfloat16(x);
@@ -70,11 +68,11 @@ void adam_half_range(T* p, T* g, T* m, T* v, T* vmax, int64_t n, const Coeffs& c
     for (int64_t b = 0; b < n; b += kChunk) {
         const int64_t k = std::min(kChunk, n - b);
         for (int64_t i = 0; i < k; ++i) {
-            fp[i] = widen(p[b + i]);
-            fg[i] = widen(g[b + i]);
-            fm[i] = widen(m[b + i]);
-            fv[i] = widen(v[b + i]);
-            if (vmax) fx[i] = widen(vmax[b + i]);
+            fp[i] = to_float(p[b + i]);
+            fg[i] = to_float(g[b + i]);
+            fm[i] = to_float(m[b + i]);
+            fv[i] = to_float(v[b + i]);
+            if (vmax) fx[i] = to_float(vmax[b + i]);
         }
         if (grad_scale) {
             unscale_range(fg, k, *grad_scale);
