@@ -62,8 +62,10 @@ if [ ! -f "$stamp" ] || [ -n "$(find csrc CMakeLists.txt pyproject.toml -newer "
     || ! "$VPY" -c 'import torch_ember' >/dev/null 2>&1; then
     say "building torch_ember (C++ extension, incremental)"
     start=$(date +%s)
+    # The stamp takes the build's start time, so a source edited while it builds is newer.
+    touch "$stamp.next"
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$VPY" -m pip install -q --no-build-isolation --no-deps -e . \
         -Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
-    touch "$stamp"
+    mv "$stamp.next" "$stamp"
     say "built in $(( $(date +%s) - start ))s"
 fi

@@ -21,6 +21,9 @@ if torch._C._get_privateuse1_backend_name() != "ember":
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
 
+from .ember.amp import install_autocast_for_higher_order_ops  # noqa: E402
+
+install_autocast_for_higher_order_ops()
 from ._fallback import fallback_report, reset_fallback_stats, set_fallback_mode  # noqa: E402
 from . import eager_decompositions as _eager_decompositions  # noqa: E402
 

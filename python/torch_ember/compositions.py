@@ -16,6 +16,7 @@ from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
 from .fused_sgd import EAGER_ONLY as _FUSED_SGD_EAGER_ONLY, OPS as _fused_sgd_ops
 from .jagged import OPS as _jagged_ops
 from .padding import ops as _padding_ops
+from .scaled_mm import OPS as _scaled_mm_ops
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
 from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
 
@@ -670,6 +671,7 @@ OWN = {
     "binary_cross_entropy.out": _with_out(_binary_cross_entropy, "out"),
     **_fake_quantize_ops,
     **_fused_sgd_ops,
+    **_scaled_mm_ops,
     **_jagged_ops,
     "upsample_bicubic2d_backward.grad_input": _with_out(_upsample_bicubic2d_backward),
     **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (

@@ -112,6 +112,7 @@ OPS = (
     "linalg_matrix_exp",
     "tril_indices", "triu_indices", "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_backward",
     "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward", "_int_mm", "_int_mm.out",
+    "_scaled_mm", "_scaled_mm.out",
     "glu_jvp", "glu_backward_jvp", "_fused_sgd_", "_fused_sgd_.tensor_lr",
     *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
       for suffix in ("", ".out", "_backward", "_backward.grad_input")),
@@ -136,6 +137,8 @@ _ANY_DTYPE = frozenset({"count_nonzero.dim_IntList", "all.all_out", "all.out", "
                         "special_xlog1py", "special_xlog1py.out", "special_entr", "special_entr.out",
                         "special_log_ndtr", "special_log_ndtr.out", "nansum", "nansum.out", "aminmax",
                         "aminmax.out", "masked_scatter_",
+                        # float8 operands (the composition checks the dtypes itself)
+                        "_scaled_mm", "_scaled_mm.out",
                         # a nested tensor's packed values, of any dtype, and its offsets
                         "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward",
                         "_int_mm", "_int_mm.out"})

@@ -127,3 +127,44 @@ def test_fused_adamw_with_grad_scale_matches_cpu(found):
     assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
     for a, b in zip(got, run("cpu")):
         torch.testing.assert_close(a, b)
+
+
+def _under_autocast(device, fn, *tensors):
+    with torch.autocast(device, dtype=torch.bfloat16):
+        return fn(*[t.to(device) for t in tensors])
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_higher_order_ops_run_under_autocast_like_cpu(compiled):
+    """scan, cond, while_loop and flex_attention under torch.autocast("ember") autocast the ops
+    of their bodies (flex_attention casts q, k, v), as under the CPU's autocast."""
+    from torch._higher_order_ops.scan import scan
+    from torch._higher_order_ops.while_loop import while_loop
+    from torch.nn.attention.flex_attention import flex_attention
+
+    w = torch.randn(6, 6)
+
+    def recurrent(h0, xs, w):
+        return scan(lambda h, x: ((h @ w + x).tanh().float(), (h @ w).float()), h0, xs, dim=0)[1]
+
+    def branch(x, w):
+        return torch.cond(x.sum() > 0, lambda a: a @ w, lambda a: (a - 1) @ w, (x,))
+
+    def loop(x, w):
+        return while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, (a @ w).float()), (torch.tensor(0, device=x.device), x))[1]
+
+    def attention(q, k, v):
+        return flex_attention(q, k, v, score_mod=lambda s, b, h, qi, ki: torch.where(qi >= ki, s, -float("inf")))
+
+    g = torch.Generator().manual_seed(0)
+    cases = [(recurrent, torch.randn(6, generator=g), torch.randn(5, 6, generator=g), w),
+             (branch, torch.randn(4, 6, generator=g), w), (loop, torch.randn(4, 6, generator=g), w),
+             (attention, *(torch.randn(1, 2, 16, 8, generator=g) for _ in range(3)))]
+    for fn, *tensors in cases:
+        want = _under_autocast("cpu", fn, *tensors)
+        run = torch.compile(fn, backend="ember", fullgraph=True) if compiled else fn
+        got = _under_autocast("ember", run, *tensors)
+        want = want[1] if isinstance(want, tuple) else want
+        got = got[1] if isinstance(got, tuple) else got
+        assert got.dtype == want.dtype, fn.__name__
+        torch.testing.assert_close(got.cpu(), want, rtol=2e-2, atol=2e-2, msg=fn.__name__)

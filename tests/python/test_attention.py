@@ -107,6 +107,16 @@ def test_transformer_encoder_inference_fast_path_matches_cpu(layout):
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-5)
 
 
+def test_torchscript_still_compiles_transformer_encoder():
+    """The encoder's forward is wrapped for ember's fast path; TorchScript compiles the original
+    source and must still find the names it uses, for CPU and ember modules alike."""
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2).eval()
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.jit.script(enc)(x), enc(x))
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("masks", ["none", "pad", "src", "both"])
 def test_transformer_encoder_layer_fast_path_eager_and_compiled(norm_first, masks, native_only):

@@ -140,6 +140,17 @@ def test_arange_into_an_out_of_another_size_warns_like_the_cpu(native_only):
         torch.arange(4, out=torch.empty(0, device="ember"))
 
 
+def test_arange_into_an_out_of_another_shape_with_as_many_elements_keeps_it(native_only):
+    """As on the CPU: the out= keeps its shape and is filled in row-major order, contiguous or not."""
+    for make in (lambda d: torch.empty(2, 3, dtype=torch.int64, device=d),
+                 lambda d: torch.empty(3, 3, 4, dtype=torch.int64, device=d).permute(2, 0, 1)):
+        want, got = make("cpu"), make("ember")
+        torch.arange(want.numel(), out=want)
+        torch.arange(got.numel(), out=got)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_gather(dtype, dim, native_only):

@@ -9,6 +9,7 @@ Cls value_class(DType t) {
     switch (t) {
         case DType::kBool: return Cls::kBool;
         case DType::kFloat16: case DType::kBFloat16: case DType::kFloat32: return Cls::kF32;
+        case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return Cls::kF32;
         case DType::kFloat64: return Cls::kF64;
         default: return Cls::kI64;
     }

@@ -60,7 +60,7 @@ Status copy(const TensorView& dst, const TensorView& src, runtime::ThreadPool* p
         });
         return Status();
     }
-    EMBER_DISPATCH_REAL(dst.dtype, using D = scalar_t; EMBER_DISPATCH_REAL(src.dtype, {
+    EMBER_DISPATCH_REAL_AND_FLOAT8(dst.dtype, using D = scalar_t; EMBER_DISPATCH_REAL_AND_FLOAT8(src.dtype, {
         detail::for_each_row(loop, d, s, pool, [](char* a, char* b, int64_t n, int64_t as, int64_t bs) {
             convert_row<D, scalar_t>(a, b, n, as, bs);
         });

@@ -26,6 +26,15 @@ inline double as_double(BFloat16 v) {
     return to_float(v);
 }
 
+template <>
+inline double as_double(Float8E4M3FN v) {
+    return to_float(v);
+}
+template <>
+inline double as_double(Float8E5M2 v) {
+    return to_float(v);
+}
+
 template <typename T>
 inline T from_double(double v) {
     return static_cast<T>(v);
@@ -41,6 +50,15 @@ inline Half from_double(double v) {
 template <>
 inline BFloat16 from_double(double v) {
     return to_bfloat16(static_cast<float>(v));
+}
+
+template <>
+inline Float8E4M3FN from_double(double v) {
+    return to_float8_e4m3fn(static_cast<float>(v));
+}
+template <>
+inline Float8E5M2 from_double(double v) {
+    return to_float8_e5m2(static_cast<float>(v));
 }
 
 // PyTorch's conversion rules between real types.
@@ -88,4 +106,14 @@ inline D convert(S s) {
         EMBER_TYPE_CASE(kFloat64, double, __VA_ARGS__)                        \
         default:                                                              \
             break;                                                            \
+    }
+
+// EMBER_DISPATCH_REAL plus the float8 types, for conversions only (copy): no kernel computes on
+// float8, and leaving them out of EMBER_DISPATCH_REAL keeps every other kernel's instantiations.
+#define EMBER_DISPATCH_REAL_AND_FLOAT8(dtype, ...)                                       \
+    switch (dtype) {                                                                     \
+        EMBER_TYPE_CASE(kFloat8E4M3FN, ::ember::kernels::Float8E4M3FN, __VA_ARGS__)      \
+        EMBER_TYPE_CASE(kFloat8E5M2, ::ember::kernels::Float8E5M2, __VA_ARGS__)          \
+        default:                                                                         \
+            EMBER_DISPATCH_REAL(dtype, __VA_ARGS__)                                       \
     }

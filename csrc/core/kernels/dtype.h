@@ -23,11 +23,14 @@ enum class DType : int8_t {
     kFloat64,
     kComplex64,
     kComplex128,
+    kFloat8E4M3FN,  // float8_e4m3fn: no infinities, one NaN pattern per sign, max 448
+    kFloat8E5M2,    // float8_e5m2: IEEE-style, a float16 with 8 fewer mantissa bits
 };
 
 inline int element_size(DType t) {
     switch (t) {
         case DType::kBool: case DType::kUInt8: case DType::kInt8: return 1;
+        case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return 1;
         case DType::kInt16: case DType::kFloat16: case DType::kBFloat16: return 2;
         case DType::kInt32: case DType::kFloat32: return 4;
         case DType::kInt64: case DType::kFloat64: case DType::kComplex64: return 8;
@@ -37,6 +40,8 @@ inline int element_size(DType t) {
 }
 
 inline bool is_complex(DType t) { return t == DType::kComplex64 || t == DType::kComplex128; }
+// Float8 tensors are storage and conversion only: copies convert them, no kernel computes on them.
+inline bool is_float8(DType t) { return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2; }
 const char* dtype_name(DType t);
 
 // A bool as tensor memory holds it: one byte, true when it is not zero. A uint8 tensor viewed
@@ -70,5 +75,20 @@ inline BFloat16 to_bfloat16(float f) {
 
 float to_float(Half v);
 Half to_half(float f);
+
+struct Float8E4M3FN {
+    uint8_t bits;
+};
+struct Float8E5M2 {
+    uint8_t bits;
+};
+
+// Exact widening, and narrowing rounded to nearest even as PyTorch's CPU does: float8_e4m3fn
+// saturates (448 and up, infinities too, give the largest value, NaN stays NaN); float8_e5m2
+// rounds past its largest value to infinity.
+float to_float(Float8E4M3FN v);
+float to_float(Float8E5M2 v);
+Float8E4M3FN to_float8_e4m3fn(float f);
+Float8E5M2 to_float8_e5m2(float f);
 
 }  // namespace ember::kernels

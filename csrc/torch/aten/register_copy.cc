@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <optional>
 
 #include "../check.h"
 #include "../context.h"
@@ -36,6 +37,43 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src_in) {
     at::assert_no_partial_overlap(dst, src);
     runtime::Device& dev = tensor_device(dst);
     kernels::TensorView d = view_of(dst), s = view_in(src);
+    runtime::ThreadPool* pool = &dev.pool();
+    runtime::Stream& stream = dev.current_stream();
+    uint64_t seq = enqueue(stream, "copy_", [d, s, pool] { return kernels::copy(d, s, pool); });
+    if (profiler::Tracer* t = tracer()) {
+        t->copy(profiler::CopyKind::kD2D, dst.nbytes(), stream.device(), stream.id(), seq);
+    }
+}
+
+// float8_e4m3fn and float8_e5m2 convert to and from the real dtypes on the device (core's copy
+// rounds as PyTorch does); the other storage-only dtypes convert on the host.
+std::optional<kernels::DType> float8_dtype(c10::ScalarType t) {
+    if (t == at::kFloat8_e4m3fn) return kernels::DType::kFloat8E4M3FN;
+    if (t == at::kFloat8_e5m2) return kernels::DType::kFloat8E5M2;
+    return std::nullopt;
+}
+
+bool float8_convertible(const at::Tensor& src, const at::Tensor& dst) {
+    const auto s = src.scalar_type(), d = dst.scalar_type();
+    const auto ok = [](c10::ScalarType t) { return float8_dtype(t) || (has_dtype(t) && !at::isComplexType(t)); };
+    return (float8_dtype(s) || float8_dtype(d)) && ok(s) && ok(d);
+}
+
+// A kernel view of a float8 tensor (to_dtype refuses float8, so that no other kernel sees one).
+kernels::TensorView float8_or_plain_view(const at::Tensor& t, bool writable) {
+    const auto f8 = float8_dtype(t.scalar_type());
+    if (!f8) return writable ? view_of(t) : view_in(t);
+    kernels::TensorView v = writable ? view_of(t.view(at::kByte)) : view_in(t.view(at::kByte));
+    v.dtype = *f8;
+    return v;
+}
+
+void copy_float8_on_device(const at::Tensor& dst, const at::Tensor& src_in) {
+    at::Tensor src = src_in.expand(dst.sizes());
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, src);
+    runtime::Device& dev = tensor_device(dst);
+    kernels::TensorView d = float8_or_plain_view(dst, true), s = float8_or_plain_view(src, false);
     runtime::ThreadPool* pool = &dev.pool();
     runtime::Stream& stream = dev.current_stream();
     uint64_t seq = enqueue(stream, "copy_", [d, s, pool] { return kernels::copy(d, s, pool); });
@@ -171,6 +209,9 @@ at::Tensor wrapper_copy_from(const at::Tensor& self, const at::Tensor& dst, bool
             const auto width = self.element_size() == 1 ? at::kByte : self.element_size() == 2 ? at::kShort
                                : self.element_size() == 4 ? at::kInt : at::kLong;
             wrapper_copy_from(self.view(width), dst.view(width), non_blocking);
+        } else if (self.device() == dst.device() && float8_convertible(self, dst)) {
+            c10::DeviceGuard guard(dst.device());
+            copy_float8_on_device(dst, self);
         } else {  // a conversion: on the host, where PyTorch defines it, then the same bits in place
             at::Tensor converted = self.to(c10::kCPU).to(dst.scalar_type()).contiguous().to(dst.device());
             wrapper_copy_from(converted, dst, non_blocking);

@@ -414,10 +414,13 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     kernels::Scalar ks, kst;
     if (start.isFloatingPoint()) { ks.kind = kernels::Scalar::Kind::kFloat; ks.f = s; } else { ks.kind = kernels::Scalar::Kind::kInt; ks.i = start.toLong(); }
     if (step.isFloatingPoint()) { kst.kind = kernels::Scalar::Kind::kFloat; kst.f = st; } else { kst.kind = kernels::Scalar::Kind::kInt; kst.i = step.toLong(); }
-    at::Tensor dst = out.is_contiguous() ? out : at::empty({size}, out.options());
+    // An out= of another shape with `size` elements keeps its shape and is filled in row-major
+    // order, as on the CPU.
+    const bool direct = out.is_contiguous();
+    at::Tensor dst = direct ? out.view({size}) : at::empty({size}, out.options());
     kernels::TensorView o = view_of(dst);
     queue(dst, "arange", [o, ks, kst](runtime::ThreadPool* p) { return kernels::arange(o, ks, kst, p); });
-    if (!dst.is_same(out)) out.copy_(dst);
+    if (!direct) out.copy_(dst.view(out.sizes()));
     return out;
 }
 

@@ -53,7 +53,7 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::
     if (out.is_privateuseone())
         if (auto r = where_complex(cond, self, other); r && r->scalar_type() == out.scalar_type()) return write_out(out, *r);
     c10::ScalarType rt = at::result_type(self, other);
-    bool native = cond.scalar_type() == at::kBool && !at::isComplexType(rt) && out.scalar_type() == rt;
+    bool native = cond.scalar_type() == at::kBool && !at::isComplexType(rt) && has_dtype(rt) && out.scalar_type() == rt;
     if (!native) return cpu<ATEN_OP2(where, self_out)>(cond, self, other, out);
     at::TensorIterator iter = at::TensorIteratorConfig()
                                   .check_all_same_dtype(false)
@@ -71,7 +71,7 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::
 at::Tensor where_self(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
     if (auto r = where_complex(cond, self, other)) return *r;
     c10::ScalarType rt = at::result_type(self, other);
-    if (cond.scalar_type() != at::kBool || at::isComplexType(rt)) {
+    if (cond.scalar_type() != at::kBool || at::isComplexType(rt) || !has_dtype(rt)) {  // float8: the CPU's
         return cpu<ATEN_OP2(where, self)>(cond, self, other);
     }
     for (const at::Tensor* t : {&self, &other})  // torch.where(c, x, 300) with x uint8 raises, as on the CPU

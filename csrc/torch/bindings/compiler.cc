@@ -22,9 +22,16 @@ namespace {
 
 using compiler::Op;
 
+// Compiled code converts float8 where it loads and stores it (eager kernels have no float8).
+kernels::DType ir_dtype(c10::ScalarType t) {
+    if (t == at::kFloat8_e4m3fn) return kernels::DType::kFloat8E4M3FN;
+    if (t == at::kFloat8_e5m2) return kernels::DType::kFloat8E5M2;
+    return to_dtype(t);
+}
+
 kernels::DType dtype_of(const py::handle& obj) {
     if (!THPDtype_Check(obj.ptr())) throw py::type_error("expected a torch.dtype");
-    return to_dtype(reinterpret_cast<THPDtype*>(obj.ptr())->scalar_type);
+    return ir_dtype(reinterpret_cast<THPDtype*>(obj.ptr())->scalar_type);
 }
 
 py::object torch_dtype(kernels::DType t) {
@@ -33,7 +40,8 @@ py::object torch_dtype(kernels::DType t) {
         {kernels::DType::kInt8, "int8"},       {kernels::DType::kInt16, "int16"},
         {kernels::DType::kInt32, "int32"},     {kernels::DType::kInt64, "int64"},
         {kernels::DType::kFloat16, "float16"}, {kernels::DType::kBFloat16, "bfloat16"},
-        {kernels::DType::kFloat32, "float32"}, {kernels::DType::kFloat64, "float64"}};
+        {kernels::DType::kFloat32, "float32"}, {kernels::DType::kFloat64, "float64"},
+        {kernels::DType::kFloat8E4M3FN, "float8_e4m3fn"}, {kernels::DType::kFloat8E5M2, "float8_e5m2"}};
     return py::module_::import("torch").attr(names.at(t));
 }
 
@@ -155,7 +163,7 @@ void bind_compiler(py::module_& m) {
             // A tensor without storage (a ZeroTensor, a fake tensor) has nothing to copy.
             TORCH_CHECK(c.numel() == 0 || (c.has_storage() && c.const_data_ptr() != nullptr && !c._is_zerotensor()),
                         "ember compiler: a graph constant has no data to embed");
-            return g.constant(to_dtype(c.scalar_type()), c.sizes().vec(), c.const_data_ptr());
+            return g.constant(ir_dtype(c.scalar_type()), c.sizes().vec(), c.const_data_ptr());
         })
         .def("add", [](compiler::Graph& g, const std::string& op, std::vector<int> inputs, std::vector<int64_t> ints,
                        std::vector<double> floats, std::string str, py::handle dtype, std::vector<int64_t> sizes,

@@ -9,7 +9,8 @@ from .errors import Unsupported
 
 FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # The dtypes the compiler generates code for.
-SUPPORTED_DTYPES = FLOATING + (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+SUPPORTED_DTYPES = FLOATING + (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                               torch.float8_e4m3fn, torch.float8_e5m2)  # float8: converted at loads and stores
 
 
 # IR ops that call library kernels (GEMM, attention), and the dtypes those kernels take.

@@ -73,7 +73,8 @@ def _map_args(x, env):
 # node's result is rounded: a lowering that composes one ATen op from several IR ops computes its
 # intermediates unrounded, as the op's eager kernel does. Ops that compute nothing new (views,
 # casts, library calls that store their result) need no rounding.
-_ROUNDED = (torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16, torch.int32)
+_ROUNDED = (torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16, torch.int32, torch.float8_e4m3fn,
+            torch.float8_e5m2)
 _NOT_COMPUTING = frozenset({"input", "constant", "convert_element_type", "expand", "reshape", "permute", "transpose",
                             "slice", "squeeze", "unsqueeze", "opaque"}) | LIBRARY_OPS
 

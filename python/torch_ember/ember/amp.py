@@ -30,3 +30,18 @@ class GradScaler(torch.amp.GradScaler):
 
 custom_fwd = functools.partial(torch.amp.custom_fwd, device_type="ember")
 custom_bwd = functools.partial(torch.amp.custom_bwd, device_type="ember")
+
+
+def install_autocast_for_higher_order_ops() -> None:
+    """Higher-order ops (cond, scan, while_loop, flex_attention, ...) let the CPU, CUDA and XPU
+    autocast keys fall through to their implementations, which then autocast each op of their
+    bodies. PyTorch's list of those keys leaves out PrivateUse1's, so under
+    torch.autocast("ember") such an op found no kernel. Ops that exist get the fall-through
+    here; ops created later take it from the list."""
+    import torch._ops as ops
+
+    key = torch._C.DispatchKey.AutocastPrivateUse1
+    if key not in ops._HIGHER_ORDER_OP_DEFAULT_FALLTHROUGH_DISPATCH_KEYS:
+        ops._HIGHER_ORDER_OP_DEFAULT_FALLTHROUGH_DISPATCH_KEYS.append(key)
+    for op in list(ops._higher_order_ops.values()):
+        op.fallthrough(key)

@@ -15,6 +15,7 @@ import weakref
 
 import torch
 from torch._C import DispatchKey
+from torch.amp.autocast_mode import _cast as _autocast_cast
 
 # The module (torch._higher_order_ops re-exports the op object under the same name).
 _hop = importlib.import_module("torch._higher_order_ops.flex_attention")
@@ -192,3 +193,13 @@ def register() -> None:
         return
     _hop.flex_attention.py_impl(DispatchKey.PrivateUse1)(flex_forward)
     _hop.flex_attention_backward.py_impl(DispatchKey.PrivateUse1)(flex_backward)
+    _hop.flex_attention.py_impl(DispatchKey.AutocastPrivateUse1)(flex_autocast)
+
+
+def flex_autocast(query, key, value, *rest):
+    """Under torch.autocast("ember"): query, key and value cast to the autocast dtype, then the
+    op below autocast, as PyTorch's CPU and CUDA autocast kernels for flex_attention do."""
+    dtype = torch.get_autocast_dtype("ember")
+    query, key, value = (_autocast_cast(t, "ember", dtype) for t in (query, key, value))
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(DispatchKey.AutocastPrivateUse1)):
+        return _hop.flex_attention(query, key, value, *rest)

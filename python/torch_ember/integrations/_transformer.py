@@ -10,6 +10,7 @@ padded path itself when PyTorch would have nested, and gives the padded position
 path's values: 0, then the final norm. Real tokens are unaffected either way: the padding is
 masked out of every attention."""
 import functools
+import types
 
 import torch
 
@@ -59,6 +60,12 @@ def patch_encoder(module) -> None:
         output = output.masked_fill((pad != 0).unsqueeze(-1), 0.0)
         return self.norm(output) if self.norm is not None else output
 
+    # TorchScript compiles the original's source (it follows __wrapped__) but looks its names up in
+    # the wrapper's globals: give the wrapper the transformer module's names too, so
+    # torch.jit.script(encoder) still finds _get_seq_len and the rest.
+    forward = types.FunctionType(forward.__code__, {**original.__globals__, **forward.__globals__},
+                                 forward.__name__, forward.__defaults__, forward.__closure__)
+    functools.update_wrapper(forward, original)
     forward._ember = True
     module.TransformerEncoder.forward = forward
 

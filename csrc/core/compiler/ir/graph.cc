@@ -20,7 +20,8 @@ constexpr OpInfo kOps[] = {
 
 int category(DType t) {
     if (t == DType::kBool) return 0;
-    if (t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64)
+    if (t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64 ||
+        kernels::is_float8(t))
         return 2;
     if (kernels::is_complex(t)) return 3;
     return 1;
@@ -42,7 +43,9 @@ DType promote(const Node& a, const Node& b) {
         return DType::kFloat32;
     if (category(a.dtype) != category(b.dtype)) return category(a.dtype) > category(b.dtype) ? a.dtype : b.dtype;
     if (category(a.dtype) == 2) {
-        auto rank = [](DType t) { return t == DType::kFloat64 ? 3 : t == DType::kFloat32 ? 2 : 1; };
+        auto rank = [](DType t) {
+            return t == DType::kFloat64 ? 3 : t == DType::kFloat32 ? 2 : kernels::is_float8(t) ? 0 : 1;
+        };
         return rank(a.dtype) >= rank(b.dtype) ? a.dtype : b.dtype;
     }
     return static_cast<int>(a.dtype) >= static_cast<int>(b.dtype) ? a.dtype : b.dtype;
