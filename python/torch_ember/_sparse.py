@@ -12,6 +12,12 @@ _lib = None
 _conversions = None
 _TO_SPARSE = ("_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr",
               "_to_sparse_bsc")
+# The compressed-layout constructors (sparse_csr_tensor and its kin) build the tensor without
+# dispatching on a sparse key: refused before the tensor exists, whose accessors would fail
+# with contradictory messages ("expected sparse row compressed layout but got SparseCsr").
+_COMPRESSED_CONSTRUCTORS = ("sparse_compressed_tensor.comp_plain_value_size", "sparse_compressed_tensor.comp_plain_value",
+                            "_sparse_compressed_tensor_unsafe", "_sparse_csr_tensor_unsafe",
+                            "_sparse_csc_tensor_unsafe", "_sparse_bsr_tensor_unsafe", "_sparse_bsc_tensor_unsafe")
 
 
 def _refuse(op, *args, **kwargs):
@@ -37,3 +43,8 @@ def install() -> None:
     _conversions = torch.library.Library("aten", "IMPL")
     for name in _TO_SPARSE:
         _conversions.impl(name, _conversion(name), "PrivateUse1")
+    for name in _COMPRESSED_CONSTRUCTORS:
+        # Composite ops: PyTorch's kernel would run at the autograd key, or at the backend key
+        # when called below autograd (moving a CPU CSR tensor to ember), so the refusal goes to both.
+        for key in ("AutogradPrivateUse1", "PrivateUse1"):
+            _conversions.impl(name, _conversion(name), key)

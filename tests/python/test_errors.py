@@ -507,6 +507,15 @@ def test_sparse_tensors_are_refused_with_the_way_out():
         torch.randn(3, 3, device="ember").to_sparse()
     with pytest.raises(NotImplementedError, match="sparse tensors are not supported on ember"):
         torch.randn(3, 3).to_sparse().to("ember")
+    # Compressed layouts built from ember tensors (torch_geometric's to_torch_csr_tensor does this)
+    crow, col, val = (torch.tensor(v, device="ember") for v in ([0, 1, 2, 3], [1, 0, 2], [1.0, 2.0, 3.0]))
+    for build in (lambda: torch.sparse_csr_tensor(crow, col, val, (3, 3)),
+                  lambda: torch.sparse_csc_tensor(crow, col, val, (3, 3)),
+                  lambda: torch.sparse_bsr_tensor(crow, col, val.view(3, 1, 1), (3, 3))):
+        with pytest.raises(NotImplementedError, match="sparse tensors are not supported on ember"):
+            build()
+    cpu_csr = torch.sparse_csr_tensor(crow.cpu(), col.cpu(), val.cpu(), (3, 3))  # the CPU's are untouched
+    torch.testing.assert_close(cpu_csr @ torch.ones(3, 2), torch.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]))
     dense = torch.nn.Embedding(5, 4).to("ember")  # the dense form trains as usual
     dense(torch.tensor([[1, 2, 0]], device="ember")).sum().backward()
     assert dense.weight.grad.layout == torch.strided
