@@ -15,6 +15,7 @@ from .fake_quantize import EAGER_ONLY as _FAKE_QUANTIZE_EAGER_ONLY, OPS as _fake
 from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
 from .fused_sgd import EAGER_ONLY as _FUSED_SGD_EAGER_ONLY, OPS as _fused_sgd_ops
 from .jagged import OPS as _jagged_ops
+from .linspace import linspace_like_cpu
 from .padding import ops as _padding_ops
 from .scaled_mm import OPS as _scaled_mm_ops
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
@@ -462,7 +463,10 @@ def _range_out(op):
         start, end = (int(v) if isinstance(v, bool) else v for v in (start, end))  # bool ends count as 0/1
         if any(isinstance(v, torch.Tensor) for v in (start, end)):
             return NotImplemented
-        values = decomposition_table[op](start, end, steps, *rest, dtype=out.dtype, device=out.device)
+        values = linspace_like_cpu(start, end, steps, out.dtype, out.device) if op is torch.ops.aten.linspace.default \
+            else None
+        if values is None:
+            values = decomposition_table[op](start, end, steps, *rest, dtype=out.dtype, device=out.device)
         return _into_range_out(values, out)
     return run
 

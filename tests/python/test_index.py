@@ -140,6 +140,23 @@ def test_arange_into_an_out_of_another_size_warns_like_the_cpu(native_only):
         torch.arange(4, out=torch.empty(0, device="ember"))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_linspace_matches_the_cpu_bit_for_bit(dtype, native_only, fresh_compile):
+    """The CPU's rounding (a fused multiply-add per float32 point, 16-bit arithmetic rounding
+    after every step), eager and compiled; an end beyond the dtype is the CPU's error."""
+    cases = [(-1, 1, 24), (0.1, 7.3, 1000), (5, -3, 77), (2, 2, 5), (0, 1, 2), (3, 9, 1), (1e-3, 1e4, 4097)]
+    for start, end, steps in cases:
+        want = torch.linspace(start, end, steps, dtype=dtype)
+        assert torch.equal(torch.linspace(start, end, steps, dtype=dtype, device="ember").cpu(), want)
+    compiled = torch.compile(lambda x: x + torch.linspace(0.1, 7.3, 1000, dtype=dtype, device="ember"),
+                             backend="ember", fullgraph=True)
+    got = compiled(torch.zeros(1000, dtype=dtype, device="ember"))
+    assert torch.equal(got.cpu(), torch.linspace(0.1, 7.3, 1000, dtype=dtype))
+    if dtype == torch.float16:
+        with pytest.raises(RuntimeError, match="cannot be converted to type c10::Half without overflow"):
+            torch.linspace(0, 70000, 9, dtype=dtype, device="ember")
+
+
 def test_arange_into_an_out_of_another_shape_with_as_many_elements_keeps_it(native_only):
     """As on the CPU: the out= keeps its shape and is filled in row-major order, contiguous or not."""
     for make in (lambda d: torch.empty(2, 3, dtype=torch.int64, device=d),

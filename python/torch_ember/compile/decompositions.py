@@ -66,6 +66,10 @@ def decomposition_table() -> dict:
             table[op] = fn
         else:
             table.setdefault(op, fn)
+    # linspace's values as eager mode (and the CPU) computes them, where the dtype allows.
+    from ..linspace import linspace
+
+    table[aten.linspace.default] = _first_of(linspace, table.get(aten.linspace.default))
     for op, declines in _DECLINE.items():
         if op in table:
             table[op] = _unless(declines, table[op])
@@ -89,6 +93,14 @@ def _checked(check, decomposition):
 
 def _take(self, index):
     return self.reshape(-1)[index.reshape(-1)].reshape(index.shape)
+
+
+def _first_of(preferred, otherwise):
+    """preferred's result, or otherwise's where preferred returns NotImplemented."""
+    def run(*args, **kwargs):
+        r = preferred(*args, **kwargs)
+        return otherwise(*args, **kwargs) if r is NotImplemented and otherwise is not None else r
+    return run
 
 
 def _unless(declines, decomposition):
