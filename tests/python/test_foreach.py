@@ -218,3 +218,19 @@ def test_fused_sgd_with_grad_scaler_skips_inf_steps_and_unscales(native_only):
     scaler.update()
     torch.testing.assert_close(p.detach().cpu(), torch.zeros(32, dtype=torch.float16))
     assert scaler.get_scale() == 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", ["_foreach_add_", "_foreach_mul_"])
+def test_foreach_with_a_python_scalar_on_16_bit_tensors_matches_cpu_bit_for_bit(dtype, op, native_only):
+    """The CPU's foreach add and mul round a Python scalar to a 16-bit tensor's dtype first; the
+    results match it bit for bit (optimizers' weight decay, foreach AdamW's lerp of moments)."""
+    c = 0.8831494822540025
+    g = torch.Generator().manual_seed(0)
+    tensors = [(torch.randn(n, generator=g) * 8).to(dtype) for n in (4096, 33, 1)]
+    want = [t.clone() for t in tensors]
+    got = [t.to("ember") for t in tensors]
+    getattr(torch, op)(want, c)
+    getattr(torch, op)(got, c)
+    for a, b in zip(got, want):
+        assert torch.equal(a.cpu(), b)

@@ -141,11 +141,20 @@ void binary_with_scalar(at::TensorList self, BinaryOp op, const char* name, Scal
     });
 }
 
+// A Python scalar as the CPU's foreach add and mul take it for a float16/bfloat16 tensor: rounded
+// to the tensor's dtype first (its per-tensor mul keeps it in float; the foreach op does not).
+double scalar_as_cpu_foreach(const at::Tensor& t, double v) {
+    if (t.scalar_type() == at::kBFloat16) return static_cast<float>(c10::BFloat16(static_cast<float>(v)));
+    if (t.scalar_type() == at::kHalf) return static_cast<float>(c10::Half(static_cast<float>(v)));
+    return v;
+}
+
 // ---- the ops --------------------------------------------------------------------------------
 
 void add_scalar_(at::TensorList self, const at::Scalar& s) {
     if (!flat_ok({self}) || s.isComplex()) return at::native::foreach_tensor_add_scalar_kernel_slow_(self, s);
-    binary_with_scalar(self, BinaryOp::kAdd, "_foreach_add_", [v = s.toDouble()](size_t) { return v; });
+    binary_with_scalar(self, BinaryOp::kAdd, "_foreach_add_",
+                       [&, v = s.toDouble()](size_t i) { return scalar_as_cpu_foreach(self[i], v); });
 }
 
 void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
@@ -161,7 +170,8 @@ void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alph
 
 void mul_scalar_(at::TensorList self, const at::Scalar& s) {
     if (!flat_ok({self}) || s.isComplex()) return at::native::foreach_tensor_mul_scalar_kernel_slow_(self, s);
-    binary_with_scalar(self, BinaryOp::kMul, "_foreach_mul_", [v = s.toDouble()](size_t) { return v; });
+    binary_with_scalar(self, BinaryOp::kMul, "_foreach_mul_",
+                       [&, v = s.toDouble()](size_t i) { return scalar_as_cpu_foreach(self[i], v); });
 }
 
 void mul_tensor_(at::TensorList self, const at::Tensor& other) {
