@@ -578,3 +578,16 @@ def test_double_random_numbers_have_53_random_bits():
     n = torch.randn(1_000_000, dtype=torch.float64, device="ember").cpu()
     assert n.unique().numel() == n.numel()
     assert abs(n.mean().item()) < 5e-3 and abs(n.std().item() - 1) < 5e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_random_integers_of_storage_only_unsigned_dtypes_work_as_on_the_cpu(dtype):
+    """uint16/32/64 have no ember kernels; their random draws take the CPU's, bounds checks included."""
+    x = torch.randint(0, 100, (1000,), dtype=dtype, device="ember")
+    assert x.dtype == dtype and x.device.type == "ember"
+    values = x.cpu().long()
+    assert values.min() >= 0 and values.max() < 100 and values.unique().numel() > 50
+    y = torch.empty(1000, dtype=dtype, device="ember").random_(3, 10)
+    assert y.cpu().long().min() >= 3 and y.cpu().long().max() < 10
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to'"):
+        torch.empty(4, dtype=dtype, device="ember").random_(0, -1)

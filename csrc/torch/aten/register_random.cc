@@ -90,6 +90,7 @@ at::Tensor& bernoulli_(at::Tensor& self, double p, std::optional<at::Generator> 
 // Whether every integer in [from, to) is exact in the dtype: integers always (PyTorch checks
 // the bounds against the dtype), floating types up to their mantissa.
 bool exact_range(at::ScalarType t, int64_t from, int64_t to) {
+    if (!has_dtype(t)) return false;  // uint16/32/64: the CPU draws them, and checks the bounds
     if (at::isIntegralType(t, /*includeBool=*/true)) {
         // Bounds outside the dtype go to the CPU, whose check words the error ("from is out of
         // bounds"); the kernel would wrap them into the dtype.
