@@ -491,3 +491,17 @@ def test_channels_last_results_and_gradients_keep_the_layout(name, make, native_
         assert got.is_contiguous(memory_format=torch.channels_last) == want.is_contiguous(
             memory_format=torch.channels_last) and got.stride() == want.stride(), (got.stride(), want.stride())
         torch.testing.assert_close(got.detach().cpu(), want.detach())
+
+
+def test_cat_of_channels_last_inputs_stays_channels_last_like_cpu(native_only):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 3, 8, 8, generator=g), torch.randn(4, 3, 8, 8, generator=g)
+    cl = torch.channels_last
+    for dim in range(4):
+        want = torch.cat((x.contiguous(memory_format=cl), y.contiguous(memory_format=cl)), dim=dim)
+        got = torch.cat((x.to("ember").contiguous(memory_format=cl), y.to("ember").contiguous(memory_format=cl)),
+                        dim=dim)
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want)
+    mixed = torch.cat((x.to("ember").contiguous(memory_format=cl), y.to("ember")), dim=1)  # mixed: contiguous
+    assert mixed.stride() == torch.cat((x.contiguous(memory_format=cl), y), dim=1).stride()

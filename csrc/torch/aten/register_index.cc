@@ -60,7 +60,17 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
     std::vector<int64_t> shape(ref->sizes().begin(), ref->sizes().end());
     shape[dim] = 0;
     for (const at::Tensor& t : list) if (!skip(t)) shape[dim] += t.size(dim);
+    // The CPU's layout rule: a result it allocates or resizes takes the inputs' memory format
+    // when they all suggest the same one (channels_last stays channels_last), else contiguous.
+    std::optional<at::MemoryFormat> format;
+    for (const at::Tensor& t : list) {
+        if (skip(t)) continue;
+        const auto f = t.suggest_memory_format();
+        format = !format || *format == f ? f : at::MemoryFormat::Contiguous;
+    }
+    const bool resized = out.sizes() != c10::IntArrayRef(shape);
     resize_out(out, shape);
+    if (resized && format && *format != at::MemoryFormat::Contiguous) out.resize_(shape, *format);
     int64_t offset = 0;
     for (const at::Tensor& t : list) {
         if (skip(t)) continue;
