@@ -77,6 +77,25 @@ TEST(Copy, HalfAndBFloat16RoundToNearestEven) {
     EXPECT_TRUE(std::isinf(round_trip[5]));
 }
 
+TEST(Copy, Float8RoundsToNearestEvenSaturatingE4M3) {
+    // e4m3fn: 1 + 1/16 ties to 1 (even), 448 and beyond saturate, NaN stays NaN (0x7f), the
+    // smallest subnormal is 2^-9. e5m2: 57344 is its largest value, 65536 rounds to infinity.
+    std::vector<float> src = {1.0625f, 1.1875f, 448.f, 500.f, INFINITY, NAN, std::ldexp(1.f, -9), -0.f, 65536.f, 57344.f};
+    std::vector<uint8_t> e4(src.size()), e5(src.size());
+    const int64_t n = static_cast<int64_t>(src.size());
+    ASSERT_TRUE(copy(view(e4.data(), DType::kFloat8E4M3FN, {n}, {1}), view(src.data(), DType::kFloat32, {n}, {1}), nullptr).ok());
+    ASSERT_TRUE(copy(view(e5.data(), DType::kFloat8E5M2, {n}, {1}), view(src.data(), DType::kFloat32, {n}, {1}), nullptr).ok());
+    EXPECT_EQ(e4, (std::vector<uint8_t>{0x38, 0x3a, 0x7e, 0x7e, 0x7e, 0x7f, 0x01, 0x80, 0x7e, 0x7e}));
+    EXPECT_EQ(e5[8], 0x7c);
+    EXPECT_EQ(e5[9], 0x7b);
+    std::vector<float> back(src.size());
+    ASSERT_TRUE(copy(view(back.data(), DType::kFloat32, {n}, {1}), view(e4.data(), DType::kFloat8E4M3FN, {n}, {1}), nullptr).ok());
+    EXPECT_EQ(back[2], 448.f);
+    EXPECT_TRUE(std::isnan(back[5]));
+    EXPECT_EQ(back[6], std::ldexp(1.f, -9));
+    EXPECT_TRUE(std::signbit(back[7]));
+}
+
 TEST(Copy, LargeParallelCopyMatches) {
     runtime::ThreadPool pool(4);
     std::vector<float> src(1 << 20), dst(1 << 20);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "compiler/codegen/llvm_convert.h"
 #include "compiler/codegen/llvm_headers.h"
 #include "compiler/codegen/llvm_math.h"
 #include "compiler/jit/orc_jit.h"
@@ -50,11 +51,6 @@ class KernelEmitter {
     Value* convert_to(Value* v, Cls from, DType to);
     Value* load(const Expr& x);
     void store(const Store& s, Value* v, Cls from);
-    Value* to_bf16_bits(Value* f);
-    Value* from_bf16_bits(Value* bits);
-    Value* round_bf16(Value* f);
-    Value* from_f8_bits(Value* bits, DType t);
-    Value* to_f8_bits(Value* f, DType t);
     Value* eval(int e);
     Value* eval_idx(int i);
     Value* apply(const Expr& x);
@@ -160,83 +156,6 @@ Value* KernelEmitter::convert_to(Value* v, Cls from, DType to) {
     return is_float_cls(from) && c == Cls::kI64 ? float_to_int(v, to) : convert(v, from, c);
 }
 
-Value* KernelEmitter::from_bf16_bits(Value* bits) {
-    Value* w = b_.CreateShl(b_.CreateZExt(bits, llvm::Type::getInt32Ty(ctx_)), 16);
-    return b_.CreateBitCast(w, f32());
-}
-
-// Round to nearest even, NaN kept quiet (0x7fc0), as kernels/dtype.h's to_bfloat16.
-Value* KernelEmitter::to_bf16_bits(Value* f) {
-    llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
-    Value* u = b_.CreateBitCast(f, i32);
-    Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), llvm::ConstantInt::get(i32, 1));
-    Value* r = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(u, llvm::ConstantInt::get(i32, 0x7fff)), lsb), 16);
-    r = b_.CreateTrunc(r, llvm::Type::getInt16Ty(ctx_));
-    return b_.CreateSelect(b_.CreateFCmpUNO(f, f), llvm::ConstantInt::get(llvm::Type::getInt16Ty(ctx_), 0x7fc0), r);
-}
-
-// An f32 rounded to the nearest bfloat16 and kept in f32 (a cast whose result stays in registers):
-// to_bf16_bits then from_bf16_bits without narrowing to 16 bits and widening again, which
-// vectorizes to a few 32-bit integer ops instead of packs and unpacks.
-Value* KernelEmitter::round_bf16(Value* f) {
-    llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
-    Value* u = b_.CreateBitCast(f, i32);
-    Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), llvm::ConstantInt::get(i32, 1));
-    Value* r = b_.CreateAnd(b_.CreateAdd(b_.CreateAdd(u, llvm::ConstantInt::get(i32, 0x7fff)), lsb),
-                            llvm::ConstantInt::get(i32, 0xffff0000u));
-    r = b_.CreateSelect(b_.CreateFCmpUNO(f, f), llvm::ConstantInt::get(i32, 0x7fc00000u), r);
-    return b_.CreateBitCast(r, f32());
-}
-
-// float8 widening, exact (kernels/dtype.cc's to_float): e5m2 is the top byte of a float16;
-// e4m3fn is rebuilt from its fields, subnormals as mantissa * 2^-9, 0x7f/0xff as the CPU's NaN.
-Value* KernelEmitter::from_f8_bits(Value* bits, DType t) {
-    llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
-    auto c = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
-    Value* u = b_.CreateZExt(bits, i32);
-    if (t == DType::kFloat8E5M2) {
-        Value* h = b_.CreateTrunc(b_.CreateShl(u, 8), llvm::Type::getInt16Ty(ctx_));
-        return b_.CreateFPExt(b_.CreateBitCast(h, llvm::Type::getHalfTy(ctx_)), f32());
-    }
-    Value* exp = b_.CreateAnd(b_.CreateLShr(u, 3), c(0xf));
-    Value* mant = b_.CreateAnd(u, c(0x7));
-    Value* normal = b_.CreateOr(b_.CreateShl(b_.CreateAdd(exp, c(120)), 23), b_.CreateShl(mant, 20));
-    Value* sub = b_.CreateBitCast(b_.CreateFMul(b_.CreateUIToFP(mant, f32()), llvm::ConstantFP::get(f32(), 1.0 / 512)), i32);
-    Value* mag = b_.CreateSelect(b_.CreateICmpEQ(exp, c(0)), sub, normal);
-    mag = b_.CreateSelect(b_.CreateICmpEQ(b_.CreateAnd(u, c(0x7f)), c(0x7f)), c(0x7ff00000u), mag);
-    return b_.CreateBitCast(b_.CreateOr(mag, b_.CreateShl(b_.CreateAnd(u, c(0x80)), 24)), f32());
-}
-
-// float8 narrowing, rounded to nearest even as kernels/dtype.cc's to_float8_*: past the largest
-// value e4m3fn saturates and e5m2 gives infinity; subnormal results are the magnitude in units of the
-// smallest subnormal, rounded to even; normal ones keep the float's top mantissa bits, rounded
-// on the last kept bit, then rebiased (a carry moves into the exponent, as it should).
-Value* KernelEmitter::to_f8_bits(Value* f, DType t) {
-    llvm::Type* i32 = llvm::Type::getInt32Ty(ctx_);
-    auto c = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
-    const bool e4m3 = t == DType::kFloat8E4M3FN;
-    const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, drop = 23 - mant_bits;
-    Value* u = b_.CreateBitCast(f, i32);
-    Value* a = b_.CreateAnd(u, c(0x7fffffffu));
-    Value* sign = b_.CreateAnd(b_.CreateLShr(u, 24), c(0x80));
-    Value* lsb = b_.CreateAnd(b_.CreateLShr(a, drop), c(1));
-    Value* rounded = b_.CreateAdd(b_.CreateAdd(a, c((1u << (drop - 1)) - 1)), lsb);
-    Value* normal = b_.CreateSub(b_.CreateLShr(rounded, drop), c(static_cast<uint32_t>(127 - bias) << mant_bits));
-    Value* scaled = b_.CreateFMul(b_.CreateBitCast(a, f32()),
-                                  llvm::ConstantFP::get(f32(), std::ldexp(1.0, bias - 1 + mant_bits)));
-    Value* even = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, scaled);
-    Value* sub = b_.CreateFPToUI(even, i32);
-    Value* mag = b_.CreateSelect(b_.CreateICmpULT(a, c(static_cast<uint32_t>(128 - bias) << 23)), sub, normal);
-    if (e4m3) {
-        mag = b_.CreateSelect(b_.CreateICmpUGE(a, c(0x43e00000u)), c(0x7e), mag);
-        mag = b_.CreateSelect(b_.CreateICmpUGT(a, c(0x7f800000u)), c(0x7f), mag);
-    } else {
-        mag = b_.CreateSelect(b_.CreateICmpUGE(a, c(0x47800000u)), c(0x7c), mag);
-        mag = b_.CreateSelect(b_.CreateICmpUGT(a, c(0x7f800000u)), c(0x7f), mag);
-    }
-    return b_.CreateTrunc(b_.CreateOr(mag, sign), llvm::Type::getInt8Ty(ctx_));
-}
-
 Value* KernelEmitter::base(int buffer) {
     auto it = bases_.find(buffer);
     if (it != bases_.end()) return it->second;
@@ -266,9 +185,9 @@ Value* KernelEmitter::load(const Expr& x) {
     auto* ld = b_.CreateLoad(t, p);
     tag(ld, x.buffer);
     switch (x.dtype) {
-        case DType::kBFloat16: return from_bf16_bits(ld);
+        case DType::kBFloat16: return from_bf16_bits(b_, ld);
         case DType::kFloat16: return b_.CreateFPExt(ld, f32());
-        case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return from_f8_bits(ld, x.dtype);
+        case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return from_f8_bits(b_, ld, x.dtype);
         case DType::kBool: return b_.CreateICmpNE(ld, llvm::ConstantInt::get(t, 0));
         case DType::kUInt8: return b_.CreateZExt(ld, i64());
         case DType::kInt8: case DType::kInt16: case DType::kInt32: return b_.CreateSExt(ld, i64());
@@ -280,9 +199,9 @@ void KernelEmitter::store(const Store& s, Value* v, Cls from) {
     v = convert_to(v, from, s.dtype);
     llvm::Type* t = mem_type(s.dtype);
     switch (s.dtype) {
-        case DType::kBFloat16: v = to_bf16_bits(v); break;
+        case DType::kBFloat16: v = to_bf16_bits(b_, v); break;
         case DType::kFloat16: v = b_.CreateFPTrunc(v, t); break;
-        case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: v = to_f8_bits(v, s.dtype); break;
+        case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: v = to_f8_bits(b_, v, s.dtype); break;
         case DType::kBool: v = b_.CreateZExt(v, t); break;
         case DType::kUInt8: case DType::kInt8: case DType::kInt16: case DType::kInt32: v = b_.CreateTrunc(v, t); break;
         default: break;
@@ -400,9 +319,9 @@ Value* KernelEmitter::apply(const Expr& x) {
         case OpKind::kCast: {
             Value* v = convert_to(eval(x.args[0]), argcls(0), x.dtype);
             switch (x.dtype) {
-                case DType::kBFloat16: return round_bf16(v);
+                case DType::kBFloat16: return round_bf16(b_, v);
                 case DType::kFloat16: return b_.CreateFPExt(b_.CreateFPTrunc(v, llvm::Type::getHalfTy(ctx_)), f32());
-                case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return from_f8_bits(to_f8_bits(v, x.dtype), x.dtype);
+                case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return from_f8_bits(b_, to_f8_bits(b_, v, x.dtype), x.dtype);
                 case DType::kUInt8: return b_.CreateZExt(b_.CreateTrunc(v, mem_type(x.dtype)), i64());
                 case DType::kInt8: case DType::kInt16: case DType::kInt32:
                     return b_.CreateSExt(b_.CreateTrunc(v, mem_type(x.dtype)), i64());
