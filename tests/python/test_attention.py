@@ -165,3 +165,24 @@ def test_multihead_attention_inference_runs_natively(need_weights, average, nati
         assert (w is None) == (rw is None)
         if rw is not None:
             torch.testing.assert_close(w.cpu(), rw, rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_kernel_math_selects_the_math_path_as_on_the_cpu():
+    """sdpa_kernel([MATH]) switches ember's fused attention off: the math composition runs, with
+    its argument checks, and matches the CPU's math path."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=g) for _ in range(3))
+    mask = torch.zeros(5, 5)
+    with sdpa_kernel([SDPBackend.MATH]):
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        got = F.scaled_dot_product_attention(q.to("ember"), k.to("ember"), v.to("ember"), is_causal=True)
+        torch.testing.assert_close(got.cpu(), want)
+        for device in ("cpu", "ember"):
+            with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
+                F.scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), attn_mask=mask.to(device),
+                                               is_causal=True)
+    got = F.scaled_dot_product_attention(q.to("ember"), k.to("ember"), v.to("ember"), is_causal=True)
+    torch.testing.assert_close(got.cpu(), want)  # the fused kernel again outside the context

@@ -3,6 +3,7 @@
 // no dropout, bool or additive masks that need no gradient, grouped-query heads), and the
 // forward/backward run there; anything else takes PyTorch's math path, built from ember ops.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
@@ -55,6 +56,9 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
         ok = !m.requires_grad() && m.dim() <= 4 &&
              (m.scalar_type() == at::kBool || m.scalar_type() == q.scalar_type() || m.scalar_type() == at::kFloat);
     }
+    // torch.nn.attention.sdpa_kernel([MATH]) (or torch.backends.cuda.enable_math_sdp alone)
+    // switches the fused path off, as on the CPU and CUDA: the math composition runs, with its checks.
+    if (!at::globalContext().userEnabledOverrideableSDP()) ok = false;
     return static_cast<int64_t>(ok ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 
