@@ -157,13 +157,26 @@ def _specializing(gm, options):
             return eagerly(f"more than {SPECIALIZATIONS} input signatures: new ones run eagerly", *args)
         if fn is None and key not in seen and not options.get("background"):
             seen.add(key)
-            return eagerly("new input sizes run eagerly until they come again", *args)
+            before = _fallback_calls()
+            out = eagerly("new input sizes run eagerly until they come again", *args)
+            if options.get("fallback") != "eager" and _fallback_calls() != before:
+                # An op ran on the CPU fallback: it may have no ember kernel, which fails the
+                # compile. Compiling now makes that error come at this call, as for a static
+                # graph, instead of at the signature's next call after a step that worked.
+                compiled[key] = _specialize(gm, args, options, _recompile_reason(compiled, key))
+            return out
         if fn is None:
             reason = _recompile_reason(compiled, key)
             fn = compiled[key] = _specialize(gm, args, options, reason)
         return fn(*args)
 
     return run
+
+
+def _fallback_calls() -> int:
+    from .._fallback import fallback_report
+
+    return fallback_report().total_calls
 
 
 def _specialize(gm, args, options, reason):
