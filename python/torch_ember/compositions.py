@@ -18,6 +18,7 @@ from .jagged import OPS as _jagged_ops
 from .linspace import linspace_like_cpu
 from .padding import ops as _padding_ops
 from .scaled_mm import OPS as _scaled_mm_ops
+from .segment_reduce import EAGER_ONLY as _SEGMENT_EAGER_ONLY, OPS as _segment_ops
 from .order_stats import _kthvalue, _median, _median_dim, _mode, _nanmedian, _nanmedian_dim
 from .unique_ops import _unique, _unique2, _unique_consecutive, _unique_dim
 
@@ -676,6 +677,7 @@ OWN = {
     **_fake_quantize_ops,
     **_fused_sgd_ops,
     **_scaled_mm_ops,
+    **_segment_ops,
     **_jagged_ops,
     "upsample_bicubic2d_backward.grad_input": _with_out(_upsample_bicubic2d_backward),
     **{name: _refusing_negative_slope_from_result(op, "leakyReLu", 2, 3) for name, op in (
@@ -698,4 +700,5 @@ EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "
                         "repeat_interleave.Tensor", "normal.Tensor_Tensor", "normal.Tensor_float",
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
                         "linalg_matrix_exp", "rrelu_with_noise", "rrelu_with_noise_", "binary_cross_entropy",
-                        "binary_cross_entropy.out"}) | _FAKE_QUANTIZE_EAGER_ONLY | _FUSED_SGD_EAGER_ONLY
+                        "binary_cross_entropy.out"}) | (
+    _FAKE_QUANTIZE_EAGER_ONLY | _FUSED_SGD_EAGER_ONLY | _SEGMENT_EAGER_ONLY)

@@ -242,3 +242,38 @@ def test_index_reduce_backward_and_errors(native_only):
             torch.testing.assert_close(g.cpu(), w)
     same_outcome(lambda a, i, s: a.index_reduce(0, i, s, "amax"), torch.zeros(3, 2), torch.tensor([3]), torch.ones(1, 2))
     same_outcome(lambda a, i, s: a.index_reduce(0, i, s, "amax"), torch.zeros(3, 2), torch.tensor([-1]), torch.ones(1, 2))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod", "amax", "amin"])
+@pytest.mark.parametrize("initial", [None, 0.5])
+@pytest.mark.parametrize("by", ["lengths", "offsets"])
+def test_segment_reduce_is_native_and_matches_cpu(reduce, initial, by, native_only):
+    """Empty segments, ties, zeros and a NaN; forward and backward against the CPU. (The CPU
+    gives each tied max/min the whole of a negative upstream gradient; positive ones are split
+    evenly there and here, so the gradient below is positive.)"""
+    lengths = torch.tensor([3, 0, 2, 4, 1, 3])
+    data = torch.tensor([[1.0, 3.0], [3.0, 3.0], [2.0, -1.0], [0.0, 5.0], [0.0, 2.0], [4.0, float("nan")],
+                         [4.0, 1.5], [-2.0, 1.5], [0.5, 0.0], [7.0, 7.0], [-1.0, 2.0], [6.0, 0.0], [6.0, 0.0]])
+    grad = torch.rand(6, 2, generator=torch.Generator().manual_seed(0)) + 0.5
+    kwargs = {"lengths": lengths} if by == "lengths" else {"offsets": torch.cat([torch.zeros(1, dtype=torch.long),
+                                                                                  lengths.cumsum(0)])}
+    results = []
+    for device in ("cpu", "ember"):
+        x = data.to(device).requires_grad_()
+        out = torch.segment_reduce(x, reduce, initial=initial, **{k: v.to(device) for k, v in kwargs.items()})
+        (g,) = torch.autograd.grad(out, x, grad.to(device))
+        results.append((out.detach().cpu(), g.cpu()))
+    torch.testing.assert_close(results[1][0], results[0][0], equal_nan=True)
+    torch.testing.assert_close(results[1][1], results[0][1], equal_nan=True)
+
+
+def test_segment_reduce_compiles_and_refuses_bad_lengths_like_cpu(fresh_compile):
+    data, lengths = torch.randn(7, 3), torch.tensor([2, 0, 5])
+    f = torch.compile(lambda x, n: torch.segment_reduce(x, "mean", lengths=n).relu(), backend="ember", fullgraph=True)
+    torch.testing.assert_close(f(data.to("ember"), lengths.to("ember")).cpu(),
+                               torch.segment_reduce(data, "mean", lengths=lengths).relu(), equal_nan=True)
+    for bad, message in ((torch.tensor([2, 0, 4]), "sum to data.size"), (torch.tensor([8, -1, 0]), "negative")):
+        with pytest.raises(RuntimeError, match=message):
+            torch.segment_reduce(data, "sum", lengths=bad)
+        with pytest.raises(RuntimeError, match=message):
+            torch.segment_reduce(data.to("ember"), "sum", lengths=bad.to("ember"))
