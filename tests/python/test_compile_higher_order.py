@@ -89,3 +89,24 @@ def test_custom_op_that_mutates_its_argument_compiles(case):
     got = torch.compile(fn, backend="ember", fullgraph=True)(xe)
     torch.testing.assert_close(got.cpu(), fn(xc))
     torch.testing.assert_close(xe.cpu(), xc)
+
+
+def test_out_dtype_runs_in_compiled_graphs_as_in_eager(fresh_compile, native_only):
+    """torchao's dynamic int8 quantization multiplies int8 by int8 into int32 with the out_dtype
+    higher-order op; a compiled graph runs it as a library step, as eager mode does."""
+    from torch._higher_order_ops.out_dtype import out_dtype
+
+    def f(a, b, x):
+        return out_dtype(torch.ops.aten.mm.default, torch.int32, a, b) * 2, \
+            out_dtype(torch.ops.aten.mul.Tensor, torch.float32, x, x)
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-128, 127, (8, 64), dtype=torch.int8, generator=g)
+    b = torch.randint(-128, 127, (64, 16), dtype=torch.int8, generator=g)
+    x = torch.randn(5, dtype=torch.bfloat16, generator=g)
+    want = f(a, b, x)
+    for fn in (f, torch.compile(f, backend="ember", fullgraph=True)):
+        got = fn(a.to("ember"), b.to("ember"), x.to("ember"))
+        for w, r in zip(want, got):
+            assert r.dtype == w.dtype
+            torch.testing.assert_close(r.cpu(), w, rtol=0, atol=0)

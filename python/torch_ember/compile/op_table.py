@@ -88,12 +88,14 @@ def eager_route(target) -> str:
 # Ember's Triton backend; the RNG-state wrappers AOTAutograd puts around random ops in a
 # checkpointed region, which integrations/_rng_prims.py gives ember implementations; the
 # with_effects wrapper AOTAutograd puts around ops with side effects, such as linalg's
-# _linalg_check_errors, which calls the op and threads an ordering token through): they are
+# _linalg_check_errors, which calls the op and threads an ordering token through; out_dtype, the
+# int8 x int8 -> int32 product of torchao's dynamic quantization): they are
 # library steps of a compiled graph, as in eager mode.
 EAGER_HIGHER_ORDER = frozenset({"flex_attention", "flex_attention_backward", "cond", "while_loop", "invoke_subgraph",
                                 "map_impl", "scan", "triton_kernel_wrapper_mutation",
                                 "triton_kernel_wrapper_functional", "run_and_save_rng_state",
-                                "run_with_rng_state", "with_effects", "auto_functionalized", "auto_functionalized_v2"})
+                                "run_with_rng_state", "with_effects", "auto_functionalized", "auto_functionalized_v2",
+                                "out_dtype"})
 
 
 def runs_eagerly_on_ember(target) -> bool:
