@@ -54,6 +54,7 @@ _PATCHES = {
     "torch.multiprocessing.reductions": ("_multiprocessing", "patch_reductions"),
     "torch.nn.parallel.comm": ("_data_parallel", "patch_comm"),
     "triton.backends": ("_triton", "register_backend"),
+    "torchao.optim.adam": ("_torchao", "route_optimizer_compile"),
 }
 _done = set()
 _lock = threading.Lock()
