@@ -42,13 +42,12 @@ def linspace_like_cpu(start, end, steps, dtype, device):
     s, e = _round(float(start), dtype), _round(float(end), dtype)
     i = torch.arange(steps, device=device, dtype=torch.float64 if dtype == torch.float32 else torch.float32)
     back = (steps - 1) - i
+    step = _round(_round(e - s, dtype) / _round(float(steps - 1), dtype), dtype)
     if dtype == torch.float32:
-        step = _round(_round(e - s, dtype) / _round(float(steps - 1), dtype), dtype)
         lo, hi = (s + step * i).float(), (e - step * back).float()
     else:
         def r(t):
             return t.to(dtype).float()
-        step = _round(_round(e - s, dtype) / _round(float(steps - 1), dtype), dtype)
         lo, hi = r(s + r(step * r(i))), r(e - r(step * r(back)))
     return torch.where(i < steps // 2, lo, hi).to(dtype)
 

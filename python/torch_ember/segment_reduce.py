@@ -39,6 +39,11 @@ def _segment_ids(lengths, n):
     return torch.searchsorted(lengths.cumsum(0), torch.arange(n, device=lengths.device), right=True)
 
 
+def _per_row(t, data):
+    """A per-segment (or per-row) 1-d tensor shaped to broadcast along data's other dims."""
+    return t.view((-1,) + (1,) * (data.dim() - 1))
+
+
 def _spread(ids, t, data):
     """Index by segment along dim 0 and broadcast to data's shape."""
     return t.index_select(0, ids).expand_as(data)
@@ -56,10 +61,10 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     identity = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "amax": -float("inf"), "amin": float("inf")}[kind]
     out = torch.full(shape, identity if initial is None else initial, dtype=data.dtype, device=data.device)
     ids = _segment_ids(lengths, data.shape[0])
-    index = ids.view((-1,) + (1,) * (data.dim() - 1)).expand_as(data)
+    index = _per_row(ids, data).expand_as(data)
     out.scatter_reduce_(0, index, data, "sum" if kind == "mean" else kind, include_self=True)
     if kind == "mean":
-        count = lengths.view((-1,) + (1,) * (data.dim() - 1)).to(data.dtype)
+        count = _per_row(lengths, data).to(data.dtype)
         empty = torch.full((), float("nan") if initial is None else initial, dtype=data.dtype, device=data.device)
         out = torch.where(count > 0, out / count.clamp(min=1), empty)
     return out
@@ -78,9 +83,9 @@ def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offset
     if kind == "sum":
         return g.clone()
     if kind == "mean":
-        count = lengths.view((-1,) + (1,) * (data.dim() - 1)).to(data.dtype).clamp(min=1)
+        count = _per_row(lengths, data).to(data.dtype).clamp(min=1)
         return _spread(ids, grad / count, data).clone()
-    index = ids.view((-1,) + (1,) * (data.dim() - 1)).expand_as(data)
+    index = _per_row(ids, data).expand_as(data)
     per_segment = torch.zeros_like(output)
     if kind in ("amax", "amin"):
         hit = (data == out) | (data.isnan() & out.isnan())
