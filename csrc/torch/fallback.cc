@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "base/env.h"
+#include "byte_moves.h"
 #include "context.h"
 #include "generator.h"
 
@@ -276,7 +277,10 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool l
 
 }  // namespace
 
-void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_host(op, stack, false); }
+void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    if (run_float8_as_bytes(op, stack)) return;  // a float8 element move: no host round trip
+    run_on_host(op, stack, false);
+}
 
 void ember_library_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_on_host(op, stack, true); }
 

@@ -156,3 +156,50 @@ def test_float8_training_step_compiled_matches_cpu(fresh_compile):
     for name in ("eager", "compiled"):
         for got, want in zip(results[name], results["cpu"]):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=name)
+
+
+ELEMENT_MOVES = {
+    "cat": lambda x, i, m: torch.cat([x, x[1:]]),
+    "stack": lambda x, i, m: torch.stack([x, x.flip(0)], dim=1),
+    "cat_out": lambda x, i, m: torch.cat([x, x], out=torch.empty(0, dtype=x.dtype, device=x.device)),
+    "index": lambda x, i, m: x[i, 1:],
+    "mask": lambda x, i, m: x[m],
+    "index_select": lambda x, i, m: x.index_select(1, i),
+    "flip": lambda x, i, m: x.flip(0),
+    "roll": lambda x, i, m: x.roll(2, 1),
+    "where": lambda x, i, m: torch.where(m[:, None], x, x.flip(0)),
+    "index_put": lambda x, i, m: x.index_put((i,), x[:2]),
+    "setitem": lambda x, i, m: (lambda y: (y.__setitem__(i, x[1:3]), y)[1])(x.clone()),
+}
+
+
+@pytest.mark.parametrize("f8", FLOAT8)
+@pytest.mark.parametrize("op", sorted(ELEMENT_MOVES))
+def test_element_moves_on_float8_stay_on_the_device_and_match_cpu(f8, op, native_only):
+    """cat, indexing, index_put, where, flip and roll move float8 bits unchanged: they run on the
+    device's byte kernels (no host round trip) and give the CPU's bits, NaN and -0 included."""
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0)).to(f8)
+    x[0, 0], x[0, 1] = float("nan"), -0.0
+    i, m = torch.tensor([2, 0]), torch.tensor([True, False, True, False])
+    want = ELEMENT_MOVES[op](x, i, m)
+    got = ELEMENT_MOVES[op](x.to("ember"), i.to("ember"), m.to("ember"))
+    assert got.dtype == f8 and got.shape == want.shape
+    assert same_bits(got, want)
+
+
+def test_float8_moves_that_compute_or_promote_behave_as_on_the_cpu():
+    """Accumulating index_put adds (the CPU's kernel runs it, or refuses it, as on the CPU), and
+    mixing float8 with another dtype is the CPU's promotion error, not a silent byte copy."""
+    x = torch.randn(4, 6).to(torch.float8_e4m3fn)
+    xe, i = x.to("ember"), torch.tensor([2, 2])
+    try:
+        want = x.index_put((i,), x[:2], accumulate=True)
+    except (RuntimeError, NotImplementedError) as e:
+        with pytest.raises(type(e), match=str(e).split("\n")[0][:40]):
+            xe.index_put((i.to("ember"),), xe[:2], accumulate=True)
+    else:
+        assert same_bits(xe.index_put((i.to("ember"),), xe[:2], accumulate=True), want)
+    with pytest.raises(RuntimeError, match="Promotion for Float8 Types is not supported"):
+        torch.cat([xe, xe.view(torch.uint8)])
+    with pytest.raises(RuntimeError, match="Promotion for Float8 Types is not supported"):
+        torch.where(torch.ones(4, 6, dtype=torch.bool, device="ember"), xe, xe.float())
