@@ -221,6 +221,38 @@ def test_random_values_have_expected_distribution():
     assert set(r.tolist()) == {3, 4, 5, 6}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_normal_draws_follow_the_normal_distribution(dtype):
+    """Quantiles, moments and tails of 400K draws against the exact normal distribution (the
+    float path pairs both Box-Muller outputs, computed in float as the CPU's kernel does)."""
+    torch.ember.manual_seed(1)
+    x = (torch.randn(400_000, device="ember", dtype=dtype) * 2 + 3).double().cpu()
+    z = (x - 3) / 2
+    normal = torch.distributions.Normal(0.0, 1.0)
+    probs = torch.tensor([0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999], dtype=torch.float64)
+    tol = 0.03 if dtype == torch.bfloat16 else 0.02  # bfloat16 rounds each value to 8 bits
+    torch.testing.assert_close(torch.quantile(z[:100_000].float(), probs.float()).double(),
+                               normal.icdf(probs), atol=tol, rtol=0.02)
+    assert abs(z.mean()) < 0.01 and abs(z.std() - 1) < 0.01
+    assert abs(z.pow(3).mean()) < 0.03 and abs(z.pow(4).mean() - 3) < 0.05
+    assert z.abs().max() > 4  # the tails are there
+
+
+def test_normal_draws_depend_on_position_only_and_calls_are_independent():
+    """A strided output gets the values a contiguous one gets; consecutive small draws share no
+    random bits (each call reserves every draw it reads)."""
+    torch.ember.manual_seed(2)
+    dense = torch.empty(37, 5, device="ember").normal_().cpu()
+    torch.ember.manual_seed(2)
+    strided = torch.empty(5, 37, device="ember").t().normal_().cpu()
+    assert torch.equal(dense, strided)
+    torch.ember.manual_seed(3)
+    draws = torch.stack([torch.randn(5, device="ember").cpu() for _ in range(4000)])
+    pairs = torch.cat([draws[:-1], draws[1:]], 1).T
+    corr = torch.corrcoef(pairs) - torch.eye(10)
+    assert corr.abs().max() < 0.07  # 4.4 standard errors for 4000 samples
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_draws_stay_inside_their_range(dtype):
     # Rounding a float draw to bfloat16 reached 1.0 about once in 500: rand() gave 1.0,

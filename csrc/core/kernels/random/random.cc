@@ -1,11 +1,14 @@
 #include "kernels/random/random.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <utility>
 
 #include "kernels/dispatch.h"
+#include "kernels/elementwise/simd.h"
+#include "torch_ember/vec_math.h"
 
 namespace ember::kernels {
 
@@ -31,7 +34,10 @@ uint64_t uniform_draws(int64_t numel, DType t) {
     const uint64_t n = static_cast<uint64_t>(numel) * (t == DType::kFloat64 ? 2 : 1);  // two draws per 53-bit unit
     return (n + 3) / 4 * 4;
 }
-uint64_t normal_draws(int64_t numel, DType t) { return uniform_draws(2 * numel, t); }
+uint64_t normal_draws(int64_t numel, DType t) {
+    // double: two 53-bit units per element; narrower: 16 draws per block of 16 elements.
+    return t == DType::kFloat64 ? uniform_draws(2 * numel, t) : static_cast<uint64_t>((numel + 15) / 16 * 16);
+}
 
 namespace {
 
@@ -42,16 +48,37 @@ inline uint32_t draw(const PhiloxState& rng, uint64_t k) {
     return out[k % 4];
 }
 
+// The same draws, remembering the last Philox block: consecutive elements read consecutive
+// draws, so a block of four is computed once instead of once per draw.
+class Draws {
+  public:
+    explicit Draws(const PhiloxState& rng) : rng_(rng) {}
+    uint32_t operator()(uint64_t k) {
+        const uint64_t block = k / 4;
+        if (block != block_) {
+            philox4x32(rng_.offset / 4 + block, rng_.seed, out_);
+            block_ = block;
+        }
+        return out_[k % 4];
+    }
+
+  private:
+    const PhiloxState& rng_;
+    uint64_t block_ = ~uint64_t{0};
+    uint32_t out_[4] = {};
+};
+
 // Uniform in [0, 1): 24 random bits (float's significand, the resolution PyTorch uses for float
 // and narrower types), or 53 for double from two draws (2j, 2j + 1) where the others draw j.
 // uniform() rounds toward its lower bound, so no value reaches 1 in a narrower type either
 // (rand() returning 1.0 would make bernoulli(1) return 0 and exponential_ return inf).
-inline double unit(uint32_t x) { return static_cast<double>(x >> 8) * std::ldexp(1.0, -24); }
+inline double unit(uint32_t x) { return static_cast<double>(x >> 8) * 0x1p-24; }
 // Unit number `j` of a call filling dtype `t`.
-inline double unit_of(const PhiloxState& rng, uint64_t j, DType t) {
-    if (t != DType::kFloat64) return unit(draw(rng, j));
-    const uint64_t bits = (static_cast<uint64_t>(draw(rng, 2 * j)) << 32 | draw(rng, 2 * j + 1)) >> 11;
-    return static_cast<double>(bits) * std::ldexp(1.0, -53);
+inline double unit_of(Draws& draws, uint64_t j, DType t) {
+    if (t != DType::kFloat64) return unit(draws(j));
+    const uint64_t hi = draws(2 * j);
+    const uint64_t bits = (hi << 32 | draws(2 * j + 1)) >> 11;
+    return static_cast<double>(bits) * 0x1p-53;
 }
 
 // The next 16-bit float (sign and magnitude bits, as bfloat16 and float16 are) below `bits`.
@@ -79,27 +106,135 @@ double round_in(DType t, double v, bool down) {
     return f;
 }
 
-// value_of(i) returns a double or an int64; it is converted to the element type with PyTorch's rules.
+// The memory offset of row-major element `i`.
+int64_t offset_of(const TensorView& t, int64_t i) {
+    int64_t off = 0;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+        off += (i % t.sizes[d]) * t.strides[d];
+        i /= t.sizes[d];
+    }
+    return off;
+}
+
+// value_of(i, draws) returns a double or an int64; it is converted to the element type with
+// PyTorch's rules.
 template <typename F>
-Status fill_with(const TensorView& dst, runtime::ThreadPool* pool, F&& value_of) {
+Status fill_with(const TensorView& dst, const PhiloxState& rng, runtime::ThreadPool* pool, F&& value_of) {
     if (is_complex(dst.dtype)) return unimplemented("random numbers for complex tensors");
     const int64_t n = dst.numel();
+    const bool dense = dst.is_contiguous();
     // Element e of the tensor is its row-major position, whatever the strides.
     EMBER_DISPATCH_REAL(dst.dtype, {
         auto body = [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) {
-                int64_t rem = i, off = 0;
-                for (int d = dst.ndim - 1; d >= 0; --d) {
-                    off += (rem % dst.sizes[d]) * dst.strides[d];
-                    rem /= dst.sizes[d];
-                }
-                static_cast<scalar_t*>(dst.data)[off] = detail::convert<scalar_t>(value_of(i));
+            Draws draws(rng);
+            auto* out = static_cast<scalar_t*>(dst.data);
+            if (dense) {
+                for (int64_t i = b; i < e; ++i) out[i] = detail::convert<scalar_t>(value_of(i, draws));
+                return;
             }
+            for (int64_t i = b; i < e; ++i) out[offset_of(dst, i)] = detail::convert<scalar_t>(value_of(i, draws));
         };
         if (pool) pool->parallel_for(n, runtime::kParallelGrain / 8, body);
         else body(0, n);
     });
     return Status();
+}
+
+}  // namespace
+
+namespace {
+
+// Draws 16b .. 16b+15 of a call: Philox on the block's four counters side by side (the same
+// rounds as philox4x32), so the 32x32->64-bit products vectorize in the callers' SIMD clones.
+EMBER_VMATH_INLINE void philox_block16(const PhiloxState& rng, uint64_t b, uint32_t bits[16]) {
+    uint32_t c0[4], c1[4], c2[4] = {}, c3[4] = {};
+    for (int k = 0; k < 4; ++k) {
+        const uint64_t counter = rng.offset / 4 + 4 * b + k;
+        c0[k] = static_cast<uint32_t>(counter);
+        c1[k] = static_cast<uint32_t>(counter >> 32);
+    }
+    uint32_t k0 = static_cast<uint32_t>(rng.seed), k1 = static_cast<uint32_t>(rng.seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+        for (int k = 0; k < 4; ++k) {
+            const uint64_t p0 = uint64_t{0xD2511F53u} * c0[k], p1 = uint64_t{0xCD9E8D57u} * c2[k];
+            const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[k] ^ k0, n1 = static_cast<uint32_t>(p1);
+            const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[k] ^ k1, n3 = static_cast<uint32_t>(p0);
+            c0[k] = n0, c1[k] = n1, c2[k] = n2, c3[k] = n3;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    for (int k = 0; k < 4; ++k) bits[4 * k] = c0[k], bits[4 * k + 1] = c1[k], bits[4 * k + 2] = c2[k], bits[4 * k + 3] = c3[k];
+}
+
+// sin and cos of 2*pi*u for u in [0, 1): the quadrant from u itself (exact), then Cephes' sinf
+// and cosf polynomials on |a| <= pi/4. Written without library calls so the loop vectorizes.
+EMBER_VMATH_INLINE void sincos_turns(float u, float& s, float& c) {
+    const float q = __builtin_rintf(4.0f * u);
+    const float a = (u - 0.25f * q) * 6.28318530717958647692f;  // u - q/4 is exact
+    const float z = a * a;
+    const float sa = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * a + a;
+    const float ca = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
+                     0.5f * z + 1.0f;
+    const int quadrant = static_cast<int>(q) & 3;
+    s = quadrant == 0 ? sa : quadrant == 1 ? ca : quadrant == 2 ? -sa : -ca;
+    c = quadrant == 0 ? ca : quadrant == 1 ? -sa : quadrant == 2 ? -ca : sa;
+}
+
+// Normal values for elements 16b .. 16b+15 in float: Box-Muller on the block's 16 draws, both
+// of its outputs used (element j and j+8 share units j and j+8), as PyTorch's CPU kernel pairs
+// them. A value depends only on its element's position, so strides and threads do not change it.
+constexpr int64_t kNormalBlock = 16;
+EMBER_SIMD_CLONES void normal_block(const PhiloxState& rng, uint64_t b, float mean, float std, float out[kNormalBlock]) {
+    uint32_t bits[kNormalBlock];
+    philox_block16(rng, b, bits);
+    for (int j = 0; j < 8; ++j) {
+        const float u1 = 1.0f - static_cast<float>(bits[j] >> 8) * 0x1p-24f;  // (0, 1]: the log stays finite
+        const float u2 = static_cast<float>(bits[j + 8] >> 8) * 0x1p-24f;
+        const float r = __builtin_sqrtf(-2.0f * vmath::log(u1));
+        float sn, cs;
+        sincos_turns(u2, sn, cs);
+        out[j] = r * cs * std + mean;
+        out[j + 8] = r * sn * std + mean;
+    }
+}
+
+
+
+// Uniform float values for elements 16b .. 16b+15, the same as the generic path computes (in
+// double, each rounded toward `lo`), but sixteen at a time.
+EMBER_SIMD_CLONES void uniform_block_f32(const PhiloxState& rng, uint64_t b, double lo, double hi, float out[16]) {
+    uint32_t bits[16];
+    philox_block16(rng, b, bits);
+    for (int j = 0; j < 16; ++j) {
+        const double v = lo + (hi - lo) * (static_cast<double>(bits[j] >> 8) * 0x1p-24);
+        const float f = static_cast<float>(v);
+        const uint32_t fb = vmath::float_to_bits(f);
+        const uint32_t below = (fb & 0x7fffffffu) == 0 ? 0x80000001u : (fb & 0x80000000u) ? fb + 1 : fb - 1;
+        const float down = static_cast<double>(f) > v ? vmath::bits_to_float(below) : f;
+        out[j] = v < hi ? down : static_cast<float>(lo);
+    }
+}
+
+// Fills `dst` a block of 16 elements at a time; block(b, values) writes elements 16b .. 16b+15.
+template <typename T, typename Block>
+void fill_blocks(const TensorView& dst, runtime::ThreadPool* pool, Block&& block) {
+    const int64_t n = dst.numel(), blocks = (n + 15) / 16;
+    const bool dense = dst.is_contiguous();
+    auto* out = static_cast<T*>(dst.data);
+    auto body = [&](int64_t b0, int64_t b1) {
+        float v[16];
+        for (int64_t b = b0; b < b1; ++b) {
+            block(static_cast<uint64_t>(b), v);
+            const int64_t first = b * 16, count = std::min<int64_t>(16, n - first);
+            for (int64_t j = 0; j < count; ++j) {
+                const int64_t i = first + j;
+                out[dense ? i : offset_of(dst, i)] = detail::convert<T>(v[j]);
+            }
+        }
+    };
+    if (pool) pool->parallel_for(blocks, runtime::kParallelGrain / 64, body);
+    else body(0, blocks);
 }
 
 }  // namespace
@@ -110,24 +245,36 @@ Status uniform(const TensorView& dst, double low, double high, PhiloxState rng, 
     // toward `low`: rounded to nearest, a value just below `high` would become `high` wherever
     // the dtype's spacing there is coarser than the draws' (bfloat16 above 2, float above 2^24).
     const double lo = round_in(t, low, false), hi = round_in(t, high, false);
-    return fill_with(dst, pool, [&](int64_t i) {
-        const double v = lo + (hi - lo) * unit_of(rng, static_cast<uint64_t>(i), t);
+    if (t == DType::kFloat32) {
+        fill_blocks<float>(dst, pool, [&](uint64_t b, float* v) { uniform_block_f32(rng, b, lo, hi, v); });
+        return Status();
+    }
+    return fill_with(dst, rng, pool, [&](int64_t i, Draws& draws) {
+        const double v = lo + (hi - lo) * unit_of(draws, static_cast<uint64_t>(i), t);
         return v < hi ? round_in(t, v, true) : lo;
     });
 }
 
 Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, runtime::ThreadPool* pool) {
     const DType t = dst.dtype;
-    return fill_with(dst, pool, [&](int64_t i) {
+    // float and narrower: in float, as the CPU computes them, about 10x faster than in double.
+    const auto block = [&, m = static_cast<float>(mean), sd = static_cast<float>(std)](uint64_t b, float* v) {
+        normal_block(rng, b, m, sd, v);
+    };
+    if (t == DType::kFloat32) return fill_blocks<float>(dst, pool, block), Status();
+    if (t == DType::kBFloat16) return fill_blocks<BFloat16>(dst, pool, block), Status();
+    if (t == DType::kFloat16) return fill_blocks<Half>(dst, pool, block), Status();
+    return fill_with(dst, rng, pool, [&](int64_t i, Draws& draws) {
         // Box-Muller on units (2i, 2i+1), 53-bit for double; u1 in (0, 1] keeps the log finite.
-        double u1 = 1.0 - unit_of(rng, 2 * static_cast<uint64_t>(i), t);
-        double u2 = unit_of(rng, 2 * static_cast<uint64_t>(i) + 1, t);
+        double u1 = 1.0 - unit_of(draws, 2 * static_cast<uint64_t>(i), t);
+        double u2 = unit_of(draws, 2 * static_cast<uint64_t>(i) + 1, t);
         return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
     });
 }
 
 Status bernoulli(const TensorView& dst, double p, PhiloxState rng, runtime::ThreadPool* pool) {
-    return fill_with(dst, pool, [&](int64_t i) { return unit(draw(rng, static_cast<uint64_t>(i))) < p ? 1.0 : 0.0; });
+    return fill_with(dst, rng, pool,
+                     [&](int64_t i, Draws& draws) { return unit(draws(static_cast<uint64_t>(i))) < p ? 1.0 : 0.0; });
 }
 
 uint64_t integer_draws(int64_t numel, uint64_t range) {
@@ -138,9 +285,15 @@ Status random_integers(const TensorView& dst, int64_t from, uint64_t range, Phil
                        runtime::ThreadPool* pool) {
     if (range == 0) return invalid_argument("random_: empty range");
     const bool wide = range > (uint64_t{1} << 32);
-    return fill_with(dst, pool, [&](int64_t i) {
+    return fill_with(dst, rng, pool, [&](int64_t i, Draws& draws) {
         const uint64_t k = static_cast<uint64_t>(i);
-        uint64_t r = wide ? (uint64_t{draw(rng, 2 * k)} << 32 | draw(rng, 2 * k + 1)) : draw(rng, k);
+        uint64_t r = k;
+        if (wide) {
+            const uint64_t hi = draws(2 * k);
+            r = hi << 32 | draws(2 * k + 1);
+        } else {
+            r = draws(k);
+        }
         return static_cast<int64_t>(static_cast<uint64_t>(from) + r % range);
     });
 }
@@ -199,15 +352,6 @@ double sample_gamma(double alpha, ElementDraws& draws) {
         const double u = draws.unit(), x2 = x * x;
         if (u < 1.0 - 0.0331 * x2 * x2 || std::log(u) < 0.5 * x2 + d * (1.0 - v + std::log(v))) return scale * d * v;
     }
-}
-
-int64_t offset_of(const TensorView& t, int64_t i) {
-    int64_t off = 0;
-    for (int d = t.ndim - 1; d >= 0; --d) {
-        off += (i % t.sizes[d]) * t.strides[d];
-        i /= t.sizes[d];
-    }
-    return off;
 }
 
 template <typename T>

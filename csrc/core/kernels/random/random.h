@@ -18,7 +18,8 @@ struct PhiloxState {
 };
 
 // Draws a call consumes for `numel` elements of dtype `t`: one uniform per element (two draws for
-// a double's 53 random bits); Box-Muller normals use two uniforms per element.
+// a double's 53 random bits). Box-Muller normals use two uniforms per double element; in float
+// and narrower, both outputs of each pair are used (16 draws per block of 16 elements).
 uint64_t uniform_draws(int64_t numel, DType t = DType::kFloat32);
 uint64_t normal_draws(int64_t numel, DType t = DType::kFloat32);
 
@@ -26,7 +27,8 @@ uint64_t normal_draws(int64_t numel, DType t = DType::kFloat32);
 // (24, 53 for double). The bounds are first rounded to the dtype, as the CPU does, and every value is
 // below `high` in the dtype too (each is rounded toward `low`).
 Status uniform(const TensorView& dst, double low, double high, PhiloxState rng, runtime::ThreadPool* pool);
-// dst = normal(mean, std) (floating dtypes; double from 53-bit uniforms).
+// dst = normal(mean, std) (floating dtypes; double from 53-bit uniforms and double math, the
+// others computed in float as the CPU does).
 Status normal(const TensorView& dst, double mean, double std, PhiloxState rng, runtime::ThreadPool* pool);
 // dst = 1 with probability p, else 0 (any real dtype).
 Status bernoulli(const TensorView& dst, double p, PhiloxState rng, runtime::ThreadPool* pool);
