@@ -271,7 +271,7 @@ float* lse_at(const TensorView& lse, int64_t b, int64_t h, int64_t i) {
 
 void block_scores(const Problem& p, int64_t b, int64_t h, int64_t i0, int64_t nr, int64_t j0, int64_t nc,
                   const float* k, int64_t ldk, const float* qt, float* st, float* bias) {
-    gemm_f32(st, kBlockQ, k, ldk, qt, kBlockQ, nc, pad16(nr), p.D, false);
+    gemm(st, kBlockQ, k, ldk, qt, kBlockQ, nc, pad16(nr), p.D, false);
     const float* bias_tile = nullptr;
     if (p.mask != nullptr) {
         EMBER_DISPATCH_REAL(p.mask_dtype, mask_bias<scalar_t>(p, b, h, i0, nr, j0, nc, bias));
