@@ -291,6 +291,39 @@ def _decomposable(name: str, args, kwargs) -> bool:
             or (name in _INTEGERS_NOT_BOOL and first in _INTEGERS))
 
 
+# Non-pointwise ops whose value operand may be a 0-dim CPU tensor, as on CUDA.
+_SCALAR_VALUE = frozenset({"index_fill", "index_fill_", "masked_fill", "masked_fill_"})
+
+
+def _pointwise(op, base: str) -> bool:
+    """Tagged pointwise, or the in-place form of an op that is (PyTorch tags some in-place
+    overloads, copysign_ and heaviside_ among them, and not others)."""
+    if torch.Tag.pointwise in op.tags:
+        return True
+    packet = getattr(torch.ops.aten, base[:-1], None) if base.endswith("_") else None
+    return packet is not None and any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
+
+
+def _device_scalars(args, kwargs, out_names):
+    """0-dim CPU tensors among an ember op's operands moved to its device: pointwise ops accept
+    them beside device tensors (as CUDA's do, reading the value), and promote them as 0-dim
+    tensors wherever they live. Without this the op would run on the CPU fallback. An out=
+    tensor stays where it is: a CPU one is an error, as on the CPU and CUDA."""
+    device = next((t.device for t in _tensors(list(args) + list(kwargs.values()), []) if t.device.type == "ember"),
+                  None)
+    if device is None:
+        return args, kwargs
+
+    def move(v):
+        if not (isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0):
+            return v
+        if v.requires_grad:
+            return v.to(device)
+        return torch.full((), v.item(), dtype=v.dtype, device=device)  # no wait for the device
+
+    return [move(a) for a in args], {k: v if k in out_names else move(v) for k, v in kwargs.items()}
+
+
 def _wrapped_scalars(op, args, kwargs):
     """The arguments with Python numbers where the schema has a Tensor turned back into 0-dim
     tensors: the dispatcher hands a Python kernel a wrapped scalar (xlog1py(x, 1.5)) as a
@@ -322,12 +355,15 @@ def _kernel(name: str):
     # Every out= argument: a functional attempt must leave out all of them (aminmax's min= and
     # max=), since PyTorch's out wrapper refuses some set and some not.
     out_names = {a.name for a in op._schema.arguments if a.is_out} | {out_name}
+    scalar_operands = _pointwise(op, base) or base in _SCALAR_VALUE
 
     def kernel(*args, **kwargs):
         nonlocal decomposition
         running = getattr(_active, "ops", None)
         if running is None:
             running = _active.ops = set()
+        if scalar_operands:
+            args, kwargs = _device_scalars(args, kwargs, out_names)
         if name in running or not _decomposable(name, args, kwargs):
             return _cpu(op, base, overload, args, kwargs)
         if name in _NO_OVERLAP:

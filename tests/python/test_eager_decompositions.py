@@ -449,3 +449,38 @@ def test_bucketize_of_a_0d_input(compiled, native_only):
         assert got.shape == () and got.dtype == torch.int64
         torch.testing.assert_close(got.cpu(), f(v, b))
 
+
+
+CPU_SCALAR_OPS = {
+    "heaviside": lambda a, s: torch.heaviside(a, s), "copysign": lambda a, s: torch.copysign(a, s),
+    "fmax": lambda a, s: torch.fmax(a, s), "fmin": lambda a, s: torch.fmin(s, a),
+    "xlogy": lambda a, s: torch.xlogy(a.abs(), s), "logaddexp": lambda a, s: torch.logaddexp(a, s),
+    "ldexp": lambda a, s: torch.ldexp(a, s.long()), "copysign_": lambda a, s: a.clone().copysign_(s),
+    "index_fill": lambda a, s: a.index_fill(0, torch.tensor([0, 2], device=a.device), s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPU_SCALAR_OPS))
+@pytest.mark.parametrize("dtype,scalar_dtype", [(torch.float32, torch.float32), (torch.float16, torch.float64),
+                                                (torch.float32, torch.int64)])
+def test_a_cpu_scalar_operand_stays_native_and_promotes_as_on_the_cpu(name, dtype, scalar_dtype, native_only):
+    """Pointwise ops take a 0-dim CPU tensor beside device tensors (as on CUDA): the value is
+    used on the device, with the CPU's type promotion, instead of sending the op to the CPU."""
+    if name == "heaviside" and dtype != scalar_dtype:
+        pytest.skip("heaviside refuses mixed dtypes on the CPU (tested by the error case)")
+    if name in ("index_fill", "ldexp") and scalar_dtype != torch.float32:
+        pytest.skip("one value dtype is enough for the non-promoting ops")
+    a = torch.randn(5, 3, generator=G).to(dtype)
+    s = torch.tensor(-0.5 if scalar_dtype.is_floating_point else 2, dtype=scalar_dtype)
+    want = CPU_SCALAR_OPS[name](a, s)
+    got = CPU_SCALAR_OPS[name](a.to("ember"), s)
+    assert got.device.type == "ember" and got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+def test_a_cpu_out_tensor_is_still_refused_for_a_pointwise_op():
+    a = torch.randn(3, device="ember")
+    with pytest.raises(RuntimeError, match="(?i)device"):
+        torch.copysign(a, torch.tensor(1.0), out=torch.empty(()))
+    with pytest.raises(RuntimeError, match="heaviside is not yet implemented for tensors with different dtypes"):
+        torch.heaviside(a, torch.tensor(1.0, dtype=torch.float64))
