@@ -3,7 +3,10 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "check.h"
 #include "context.h"
@@ -15,9 +18,42 @@ namespace {
 using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingDeviceAllocator::StatArray;
 
+// torch.profiler(profile_memory=True): each allocation and free is reported with the device's
+// allocated and reserved totals, as CUDA's allocator reports them, so the memory columns and
+// memory timelines cover ember. Sizes of blocks allocated while profiling are remembered until
+// their free; nothing is recorded when the profiler does not ask.
+struct ProfiledBlocks {
+    std::mutex mu;
+    std::unordered_map<void*, size_t> sizes;
+    std::atomic<bool> any{false};  // frees skip the lock until something was profiled
+};
+ProfiledBlocks& profiled() {
+    static auto* blocks = new ProfiledBlocks();  // outlives frees at exit
+    return *blocks;
+}
+
+void report_to_profiler(void* ptr, int64_t delta, int dev) {
+    runtime::MemoryStats s = runtime::device(dev).allocator().stats();
+    c10::reportMemoryUsageToProfiler(ptr, delta, s.allocated_bytes[runtime::kAllPools].current,
+                                     s.reserved_bytes[runtime::kAllPools].current,
+                                     c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev)));
+}
+
 void delete_device_memory(void* ptr) {
     int dev = runtime::device_of(ptr);
-    if (dev >= 0) runtime::device(dev).allocator().free(ptr);
+    if (dev < 0) return;
+    runtime::device(dev).allocator().free(ptr);
+    ProfiledBlocks& p = profiled();
+    if (!p.any.load(std::memory_order_relaxed)) return;
+    size_t bytes = 0;
+    {
+        std::lock_guard<std::mutex> lock(p.mu);
+        auto it = p.sizes.find(ptr);
+        if (it == p.sizes.end()) return;
+        bytes = it->second;
+        p.sizes.erase(it);
+    }
+    if (c10::memoryProfilingEnabled()) report_to_profiler(ptr, -static_cast<int64_t>(bytes), dev);
 }
 
 void copy_stat(StatArray& dst, const runtime::Stat* src) {
@@ -35,6 +71,15 @@ class DeviceAllocator final : public c10::DeviceAllocator {
         int index = runtime::current_device();
         runtime::Device& dev = device_for(static_cast<c10::DeviceIndex>(index));
         void* ptr = value_or_raise(dev.allocator().allocate(n, dev.current_stream()));
+        if (ptr != nullptr && c10::memoryProfilingEnabled()) {
+            {
+                ProfiledBlocks& p = profiled();
+                std::lock_guard<std::mutex> lock(p.mu);
+                p.sizes[ptr] = n;
+                p.any.store(true, std::memory_order_relaxed);
+            }
+            report_to_profiler(ptr, static_cast<int64_t>(n), index);
+        }
         return {ptr, ptr, &delete_device_memory,
                 c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index))};
     }

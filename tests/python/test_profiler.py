@@ -170,6 +170,25 @@ def test_torch_profiler_shows_ember_kernels(model):
     assert any(r["kind"] == "kernel" for r in own.records)
 
 
+def test_torch_profiler_profile_memory_counts_ember_allocations():
+    """profile_memory=True: each op's device allocations appear in the EMBER Mem columns, frees
+    as negative entries, as torch.profiler shows them for CUDA."""
+    from torch.profiler import ProfilerActivity
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                                profile_memory=True) as prof:
+        x = torch.ones(256, 256, device="ember")
+        y = x.relu()
+        del y
+        torch.ember.synchronize()
+    events = {e.key: e for e in prof.key_averages()}
+    assert events["aten::relu"].device_memory_usage == 256 * 256 * 4
+    assert events["aten::ones"].device_memory_usage == 256 * 256 * 4
+    assert events["aten::relu"].cpu_memory_usage == 0
+    frees = [e for e in prof.events() if e.name == "[memory]" and e.device_memory_usage < 0]
+    assert sum(e.device_memory_usage for e in frees) == -256 * 256 * 4  # y's block
+    assert "EMBER Mem" in prof.key_averages().table(row_limit=3)
+
+
 def test_ember_profile_cli(tmp_path):
     import subprocess
     import sys
