@@ -35,8 +35,16 @@ def _lengths_of(data, lengths, offsets, axis, unsafe):
 
 
 def _segment_ids(lengths, n):
-    """Each row's segment: the number of segment ends at or before it."""
+    """Each row's segment: the number of segment ends at or before it. With unsafe=True the
+    lengths may cover fewer rows than there are: those rows get the id len(lengths), the extra
+    segment that _with_rest adds."""
     return torch.searchsorted(lengths.cumsum(0), torch.arange(n, device=lengths.device), right=True)
+
+
+def _with_rest(t, fill):
+    """A per-segment tensor with one more segment at the end, holding `fill`: the rows no segment
+    covers (unsafe=True) land there and are dropped."""
+    return torch.cat([t, torch.full((1,) + tuple(t.shape[1:]), fill, dtype=t.dtype, device=t.device)])
 
 
 def _per_row(t, data):
@@ -57,12 +65,14 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     lengths = _lengths_of(data, lengths, offsets, axis, unsafe)
     if lengths is None:
         return NotImplemented
-    shape = (lengths.numel(),) + tuple(data.shape[1:])
+    segments = lengths.numel()
+    shape = (segments + 1,) + tuple(data.shape[1:])
     identity = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "amax": -float("inf"), "amin": float("inf")}[kind]
     out = torch.full(shape, identity if initial is None else initial, dtype=data.dtype, device=data.device)
     ids = _segment_ids(lengths, data.shape[0])
     index = _per_row(ids, data).expand_as(data)
     out.scatter_reduce_(0, index, data, "sum" if kind == "mean" else kind, include_self=True)
+    out = out[:segments]
     if kind == "mean":
         count = _per_row(lengths, data).to(data.dtype)
         empty = torch.full((), float("nan") if initial is None else initial, dtype=data.dtype, device=data.device)
@@ -78,6 +88,8 @@ def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offset
     if lengths is None:
         return NotImplemented
     ids = _segment_ids(lengths, data.shape[0])
+    covered = _per_row(ids < lengths.numel(), data)
+    grad, output, lengths = _with_rest(grad, 0), _with_rest(output, 0), _with_rest(lengths, 1)
     g, out = _spread(ids, grad, data), _spread(ids, output, data)
     zero = torch.zeros((), dtype=data.dtype, device=data.device)
     if kind == "sum":
@@ -99,7 +111,7 @@ def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offset
     other_nan = _spread(ids, nans, data) - data.isnan().to(data.dtype) > 0
     other_zero = _spread(ids, zeros, data) - (data == 0).to(data.dtype) > 0
     factor = torch.where(other_nan, torch.full_like(data, float("nan")), torch.where(other_zero, zero, zero + 1))
-    return torch.where(special, g * _spread(ids, rest, data) * factor, g * out / data)
+    return torch.where(covered, torch.where(special, g * _spread(ids, rest, data) * factor, g * out / data), zero)
 
 
 OPS = {"segment_reduce": _segment_reduce, "_segment_reduce_backward": _segment_reduce_backward}

@@ -267,6 +267,22 @@ def test_segment_reduce_is_native_and_matches_cpu(reduce, initial, by, native_on
     torch.testing.assert_close(results[1][1], results[0][1], equal_nan=True)
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "prod"])
+def test_unsafe_segment_reduce_ignores_rows_past_the_lengths_like_cpu(reduce, native_only):
+    """unsafe=True skips the check that the lengths cover every row: rows past them belong to no
+    segment (they used to index past the output), forward and backward as on the CPU."""
+    data = torch.randn(10, 3, generator=torch.Generator().manual_seed(1))
+    lengths = torch.tensor([1, 2, 0, 6, 0])  # 9 of 10 rows
+    results = []
+    for device in ("cpu", "ember"):
+        x = data.to(device).requires_grad_()
+        out = torch.segment_reduce(x, reduce, lengths=lengths.to(device), unsafe=True, initial=1)
+        (g,) = torch.autograd.grad(out, x, torch.ones_like(out))
+        results.append((out.detach().cpu(), g.cpu()))
+    torch.testing.assert_close(results[1][0], results[0][0], equal_nan=True)
+    torch.testing.assert_close(results[1][1], results[0][1], equal_nan=True)
+
+
 def test_segment_reduce_compiles_and_refuses_bad_lengths_like_cpu(fresh_compile):
     data, lengths = torch.randn(7, 3), torch.tensor([2, 0, 5])
     f = torch.compile(lambda x, n: torch.segment_reduce(x, "mean", lengths=n).relu(), backend="ember", fullgraph=True)
