@@ -291,8 +291,8 @@ def _decomposable(name: str, args, kwargs) -> bool:
             or (name in _INTEGERS_NOT_BOOL and first in _INTEGERS))
 
 
-# Non-pointwise ops whose value operand may be a 0-dim CPU tensor, as on CUDA.
-_SCALAR_VALUE = frozenset({"index_fill", "index_fill_", "masked_fill", "masked_fill_"})
+# Ops PyTorch does not tag pointwise whose value operand may be a 0-dim CPU tensor, as on CUDA.
+_SCALAR_VALUE = frozenset({"index_fill", "index_fill_", "masked_fill", "masked_fill_", "rsub"})
 
 
 def _pointwise(op, base: str) -> bool:

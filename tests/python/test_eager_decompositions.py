@@ -457,6 +457,7 @@ CPU_SCALAR_OPS = {
     "xlogy": lambda a, s: torch.xlogy(a.abs(), s), "logaddexp": lambda a, s: torch.logaddexp(a, s),
     "ldexp": lambda a, s: torch.ldexp(a, s.long()), "copysign_": lambda a, s: a.clone().copysign_(s),
     "index_fill": lambda a, s: a.index_fill(0, torch.tensor([0, 2], device=a.device), s),
+    "rsub": lambda a, s: torch.rsub(a, s, alpha=2),
 }
 
 

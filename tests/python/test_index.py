@@ -526,3 +526,21 @@ def test_sixteen_bit_gradients_of_repeated_indices_sum_in_float(dtype, native_on
     y = torch.ones(6, 3, dtype=dtype, device="ember")
     y.index_put_((idx.to("ember"),), grad_out.to("ember"), accumulate=True)
     torch.testing.assert_close(y.cpu(), (expected.float() + 1).to(dtype))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_of_a_cpu_scalar_tensor_is_native(accumulate, native_only):
+    """x[mask] = torch.tensor(v) and index_put_ with a 0-dim CPU value (accepted on CUDA too)
+    run on the device; a value of another dtype keeps the CPU's error for index_put_ and is cast
+    by __setitem__, as on the CPU."""
+    a = torch.randn(6, generator=torch.Generator().manual_seed(0))
+    idx, s = torch.tensor([0, 2, 2]), torch.tensor(0.5)
+    want = a.clone().index_put_((idx,), s, accumulate=accumulate)
+    got = a.to("ember").index_put_((idx.to("ember"),), s, accumulate=accumulate)
+    torch.testing.assert_close(got.cpu(), want)
+    x, y = a.clone(), a.to("ember")
+    x[x > 0] = torch.tensor(2.0, dtype=torch.float64)
+    y[y > 0] = torch.tensor(2.0, dtype=torch.float64)
+    torch.testing.assert_close(y.cpu(), x)
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+        a.to("ember").index_put_((idx.to("ember"),), s.double(), accumulate=accumulate)

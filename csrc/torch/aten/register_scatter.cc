@@ -452,6 +452,16 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
         at::_index_put_impl_(real_self, indices, at::view_as_real(values.resolve_conj()), accumulate, unsafe);
         return self;
     }
+    if (values.dim() == 0 && values.device().is_cpu() && !self.device().is_cpu()) {
+        // A 0-dim CPU value (x[mask] = torch.tensor(0.5)), which CUDA accepts too: moved to the
+        // device as a fill, without waiting for it.
+        // x[mask] = v with one boolean mask is masked_fill on the CPU, which casts v to x's dtype.
+        const bool one_mask = !accumulate && indices.size() == 1 && indices.get(0).has_value() &&
+                              (indices.get(0)->scalar_type() == at::kBool || indices.get(0)->scalar_type() == at::kByte);
+        const auto dtype = one_mask ? self.scalar_type() : values.scalar_type();
+        at::Tensor value = at::full({}, values.item(), values.options().dtype(dtype).device(self.device()));
+        return index_put_impl_(self, indices, value, accumulate, unsafe);
+    }
     if (!plain_dtype(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
         !on_device(self.device(), values)) {
         return fallback();
