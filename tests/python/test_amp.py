@@ -168,3 +168,19 @@ def test_higher_order_ops_run_under_autocast_like_cpu(compiled):
         got = got[1] if isinstance(got, tuple) else got
         assert got.dtype == want.dtype, fn.__name__
         torch.testing.assert_close(got.cpu(), want, rtol=2e-2, atol=2e-2, msg=fn.__name__)
+
+
+def test_fourier_transforms_run_in_float32_under_autocast_like_cpu():
+    """A long convolution through rfft/irfft on a bfloat16 activation (Hyena, FNO): the CPU's
+    autocast runs FFTs in float32, and so does ember's (a bfloat16 FFT would raise)."""
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(4, 16, generator=g), torch.randn(16, 16, generator=g)
+    results = []
+    for device in ("cpu", "ember"):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            h = x.to(device) @ w.to(device)
+            spectrum = torch.fft.rfft(h, n=32)
+            y = torch.fft.irfft(spectrum * spectrum, n=32)[:, :16] + torch.fft.fft2(h).real
+        assert h.dtype == torch.bfloat16 and spectrum.dtype == torch.complex64 and y.dtype == torch.float32
+        results.append(y.cpu())
+    torch.testing.assert_close(results[1], results[0])
