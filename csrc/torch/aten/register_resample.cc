@@ -259,17 +259,20 @@ EMBER_LINEAR(upsample_trilinear3d, 3, EMBER_P(sd) COMMA EMBER_P(sh) COMMA EMBER_
 // registration): bilinear/trilinear and nearest sampling with zeros, border and reflection padding, as gathers from the flattened
 // input and scatter-adds into its gradient. The coordinate arithmetic is the CPU kernel's
 // (GridSampler.h): unnormalize, then clip or reflect, each with its derivative for the grid's
-// gradient; a corner outside the input contributes nothing, NaN weights included. Bicubic and
-// dtypes other than float/double take the CPU fallback.
+// gradient; a corner outside the input contributes nothing, NaN weights included. Bicubic (2-d)
+// takes 16 taps with Keys' cubic weights (A = -0.75), the padding applied to each tap's position
+// and the grid's gradient through the weights alone, as the CPU kernel computes it. Other dtypes
+// than float/double take the CPU fallback.
 
 enum class GridPad { kZeros = 0, kBorder = 1, kReflection = 2 };
-constexpr int64_t kGridBilinear = 0, kGridNearest = 1;
+constexpr int64_t kGridBilinear = 0, kGridNearest = 1, kGridBicubic = 2;
 
 // `d` spatial dims: 2 (input [N, C, H, W], grid [N, Ho, Wo, 2]) or 3 (input [N, C, D, H, W],
 // grid [N, Do, Ho, Wo, 3]); grid[..., 0] indexes the last input dim (x), [..., 1] the one before.
 bool grid_native(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t d) {
     auto t = input.scalar_type();
-    return (mode == kGridBilinear || mode == kGridNearest) && (t == at::kFloat || t == at::kDouble) &&
+    return (mode == kGridBilinear || mode == kGridNearest || (mode == kGridBicubic && d == 2)) &&
+           (t == at::kFloat || t == at::kDouble) &&
            grid.scalar_type() == t && input.is_privateuseone() && grid.is_privateuseone() && input.dim() == d + 2 &&
            grid.dim() == d + 2 && grid.size(-1) == d && input.size(0) == grid.size(0) && input.numel() > 0;
 }
@@ -326,6 +329,53 @@ struct GridSample {
     std::vector<GridCorner> corners;
 };
 
+// Keys' cubic convolution weights of the four taps at offsets -1, 0, 1, 2 from floor(x), for
+// t = x - floor(x), and their derivatives d/dt.
+std::pair<std::array<at::Tensor, 4>, std::array<at::Tensor, 4>> cubic_weights(const at::Tensor& t) {
+    constexpr double A = -0.75;
+    auto near = [](const at::Tensor& x) { return x.mul(A + 2).sub(A + 3).mul(x).mul(x).add(1); };  // |x| <= 1
+    auto far = [](const at::Tensor& x) { return x.mul(A).sub(5 * A).mul(x).add(8 * A).mul(x).sub(4 * A); };  // 1 < |x| < 2
+    auto d_near = [](const at::Tensor& x) { return x.mul(3 * (A + 2)).sub(2 * (A + 3)).mul(x); };
+    auto d_far = [](const at::Tensor& x) { return x.mul(3 * A).sub(10 * A).mul(x).add(8 * A); };
+    at::Tensor t1 = t.add(1), u = t.neg().add(1), u1 = t.neg().add(2);
+    return {{far(t1), near(t), near(u), far(u1)}, {d_far(t1), d_near(t), d_near(u).neg(), d_far(u1).neg()}};
+}
+
+// The 16 bicubic taps of each output point (2-d), as corners of `s`: positions floor(x) - 1 ..
+// floor(x) + 2 per axis, each padded (clipped or reflected) on its own; the grid's gradient
+// goes through the weights only (d(coordinate)/d(grid) is the unnormalization's factor).
+template <typename AddCorner>
+void add_bicubic_taps(const at::Tensor& grid, const std::vector<int64_t>& size, GridPad pad, bool align,
+                      GridSample& s, AddCorner&& corner) {
+    std::array<std::array<at::Tensor, 4>, 2> pos, w, dw;
+    s.mult.resize(2);
+    for (int64_t a = 0; a < 2; ++a) {
+        at::Tensor g = grid.select(-1, a).reshape({s.n, 1, s.L});
+        at::Tensor coord = align ? g.add(1).mul((size[a] - 1) / 2.0) : g.add(1).mul(size[a]).sub(1).div(2);
+        s.mult[a] = at::full_like(g, align ? (size[a] - 1) / 2.0 : size[a] / 2.0);
+        // Far-out or NaN coordinates become a fixed far-out value, so that floor and the int64
+        // conversion stay defined (every tap there is outside or padded to the border).
+        at::Tensor tamed = at::where(coord.isnan(), at::scalar_tensor(-1e9, coord.options()), coord).clamp(-1e9, 1e9);
+        at::Tensor base = at::floor(tamed);
+        auto [weights, derivs] = cubic_weights(coord.sub(base));
+        w[a] = weights;
+        dw[a] = derivs;
+        for (int64_t i = 0; i < 4; ++i) {
+            at::Tensor p = base.add(static_cast<double>(i - 1));
+            if (pad == GridPad::kBorder) p = clip_coordinates(p, size[a]).first;
+            if (pad == GridPad::kReflection) {
+                p = (align ? reflect_coordinates(p, 0, 2 * (size[a] - 1))
+                           : reflect_coordinates(p, -1, 2 * size[a] - 1)).first;
+                p = clip_coordinates(p, size[a]).first;
+            }
+            pos[a][i] = p;
+        }
+    }
+    for (int64_t j = 0; j < 4; ++j)      // y
+        for (int64_t i = 0; i < 4; ++i)  // x
+            corner({pos[0][i], pos[1][j]}, w[0][i].mul(w[1][j]), {dw[0][i].mul(w[1][j]), w[0][i].mul(dw[1][j])});
+}
+
 GridSample grid_corners(const at::Tensor& input, const at::Tensor& grid, int64_t mode, GridPad pad, bool align) {
     const int64_t d = grid.size(-1);
     GridSample s;
@@ -341,7 +391,7 @@ GridSample grid_corners(const at::Tensor& input, const at::Tensor& grid, int64_t
         return at::where(v.isnan(), at::scalar_tensor(-10.0, v.options()), v).clamp(-10, static_cast<double>(n + 10));
     };
     std::vector<at::Tensor> coord(d), tamed(d);
-    for (int64_t a = 0; a < d; ++a) {
+    for (int64_t a = 0; a < d && mode != kGridBicubic; ++a) {
         auto [ic, m] = source_coordinates(grid.select(-1, a).reshape({s.n, 1, s.L}), size[a], pad, align);
         coord[a] = ic;
         tamed[a] = tame(ic, size[a]);
@@ -359,6 +409,10 @@ GridSample grid_corners(const at::Tensor& input, const at::Tensor& grid, int64_t
         lin = at::where(valid, lin, at::scalar_tensor(0, lin.options()));
         s.corners.push_back({lin, valid, std::move(weight), std::move(dw)});
     };
+    if (mode == kGridBicubic) {
+        add_bicubic_taps(grid, size, pad, align, s, corner);
+        return s;
+    }
     if (mode == kGridNearest) {
         std::vector<at::Tensor> r(d);
         for (int64_t a = 0; a < d; ++a) r[a] = at::round(tamed[a]);  // half to even, like nearbyint
@@ -426,7 +480,7 @@ std::tuple<at::Tensor, at::Tensor> grid_sample_backward(const at::Tensor& grad_o
     if (output_mask[1]) {
         std::vector<at::Tensor> gi(d);
         for (int64_t a = 0; a < d; ++a) gi[a] = at::zeros({s.n, 1, s.L}, go.options());
-        if (mode == kGridBilinear) {
+        if (mode == kGridBilinear || mode == kGridBicubic) {
             at::Tensor flat = input.reshape({s.n, s.c, s.spatial});
             for (const GridCorner& k : s.corners) {
                 at::Tensor v = at::where(k.valid, flat.gather(2, k.lin.expand({s.n, s.c, s.L})), zero);
