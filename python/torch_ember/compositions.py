@@ -632,8 +632,15 @@ def _with_out(fn, out_name="grad_input"):
     return run
 
 
+def _take(self, index):
+    """PyTorch's reference (self.reshape(-1)[index]) with the index made 1-d first: a 0-dim
+    integer tensor there is basic indexing, which returned a view of self where take copies."""
+    return self.reshape(-1)[index.reshape(-1)].view(index.shape)
+
+
 OWN = {
     **_padding_ops(_with_out),
+    "take": _take, "take.out": _with_out(_take, "out"),
     "softshrink_backward": _shrink_backward, "softshrink_backward.grad_input": _with_out(_shrink_backward),
     "hardshrink_backward": _shrink_backward, "hardshrink_backward.grad_input": _with_out(_shrink_backward),
     "masked_scatter_": _masked_scatter_, "bernoulli_.Tensor": _bernoulli_tensor_,

@@ -222,3 +222,22 @@ def test_complex_fill_of_an_expanded_tensor_like_cpu(dtype):
     if dtype == torch.complex64:
         with pytest.raises(RuntimeError, match="value cannot be converted to type c10::complex<float>"):
             torch.zeros(2, dtype=dtype, device="ember").fill_(1e40 + 1j)
+
+
+def test_complex_inplace_lerp_refuses_to_broadcast_self_like_cpu():
+    """A broadcasting end used to resize self (and write past a view into its base)."""
+    for weight in (0.4, None):
+        base = torch.zeros(2, 5, dtype=torch.complex64, device="ember")
+        end = torch.ones(5, 5, dtype=torch.complex64, device="ember")
+        w = weight if weight is not None else torch.full_like(end, 0.4)
+        with pytest.raises(RuntimeError, match=r"output with shape \[5\] doesn't match the broadcast shape \[5, 5\]"):
+            base[0].lerp_(end, w)
+        assert base.abs().sum().item() == 0
+
+
+def test_conj_physical_in_place_on_a_conjugate_view_matches_cpu():
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    want = z.clone().conj().conj_physical_()
+    got = z.clone().to("ember").conj().conj_physical_()
+    assert got.is_conj() == want.is_conj()
+    torch.testing.assert_close(got.resolve_conj().cpu(), want.resolve_conj())

@@ -544,3 +544,24 @@ def test_index_put_of_a_cpu_scalar_tensor_is_native(accumulate, native_only):
     torch.testing.assert_close(y.cpu(), x)
     with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
         a.to("ember").index_put_((idx.to("ember"),), s.double(), accumulate=accumulate)
+
+
+def test_take_with_a_0_dim_index_copies_and_put_backward_keeps_its_gradients(native_only):
+    """take(x, 0-dim index) returned a view of x (the reference's x.reshape(-1)[index] is basic
+    indexing for a 0-dim index): writing the result changed x, and put's backward (which takes
+    from the gradient) aliased one gradient into another."""
+    x = torch.tensor([1.0, 2.0, 3.0], device="ember")
+    r = torch.take(x, torch.tensor(1, device="ember"))
+    r.add_(100)
+    assert x.cpu().tolist() == [1.0, 2.0, 3.0] and r.item() == 102.0
+    grads = []
+    for device in ("cpu", "ember"):
+        t = torch.tensor(1.0, device=device, requires_grad=True)
+        src = torch.tensor(5.0, device=device, requires_grad=True)
+        idx = torch.tensor(0, device=device)
+        torch.put(t, idx, src, accumulate=True).sum().backward()
+        first = t.grad
+        t.grad = None
+        torch.put(t, idx, src, accumulate=True).sum().backward()
+        grads.append((first.item(), src.grad.item()))
+    assert grads[1] == grads[0]

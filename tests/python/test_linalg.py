@@ -346,3 +346,17 @@ def test_solve_triangular_into_its_right_hand_side(native_only):
     torch.linalg.solve_triangular(Ac, B, upper=True, out=Ac[:, :, :2])
     torch.linalg.solve_triangular(Ae, B.to("ember"), upper=True, out=Ae[:, :, :2])
     torch.testing.assert_close(Ae.cpu(), Ac)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_solve_triangular_applies_a_lazy_negation(dtype, native_only):
+    """A torch._neg_view operand (a conjugate's imaginary part, autograd's math-bit views) was
+    solved as its stored values, with the wrong sign."""
+    g = torch.Generator().manual_seed(0)
+    A = (torch.randn(3, 3, generator=g).triu() + 3 * torch.eye(3)).to(dtype)
+    B = torch.randn(3, 2, generator=g).to(dtype)
+    want = torch.linalg.solve_triangular(-A, B, upper=True)
+    got = torch.linalg.solve_triangular(torch._neg_view(A.to("ember")), B.to("ember"), upper=True)
+    torch.testing.assert_close(got.cpu(), want)
+    got = torch.linalg.solve_triangular(A.to("ember"), torch._neg_view(B.to("ember")), upper=True)
+    torch.testing.assert_close(got.cpu(), torch.linalg.solve_triangular(A, -B, upper=True))

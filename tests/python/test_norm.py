@@ -379,3 +379,24 @@ def test_compiled_layer_norm_of_a_constant_row_is_zero(n, value):
     torch._dynamo.reset()
     got = torch.compile(lambda t: F.layer_norm(t, [n]), backend="ember")(x.to("ember")).cpu()
     torch.testing.assert_close(got, F.layer_norm(x, [n]), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["empty shape", "weight", "bias", "module weight"])
+def test_layer_norm_checks_its_shapes_like_cpu(case):
+    """A weight or bias of another shape than normalized_shape was read past its end (garbage
+    out, no error); an empty normalized_shape gave zeros. The CPU's errors now come back."""
+    x, small = torch.randn(1, 2, 3), torch.randn(1, 2)
+    calls = {
+        "empty shape": (lambda d: torch.native_layer_norm(x.to(d), [], None, None, 1e-5),
+                        "Expected normalized_shape to be at least 1-dimensional"),
+        "weight": (lambda d: torch.native_layer_norm(x.to(d), [1, 2, 3], small.to(d), None, 1e-5),
+                   "Expected weight to be of same shape as normalized_shape"),
+        "bias": (lambda d: torch.native_layer_norm(x.to(d), [1, 2, 3], None, small.to(d), 1e-5),
+                 "Expected bias to be of same shape as normalized_shape"),
+        "module weight": (lambda d: torch.nn.functional.layer_norm(x.to(d), [3], torch.ones(2, device=d)),
+                          "Expected weight to be of same shape as normalized_shape"),
+    }
+    fn, message = calls[case]
+    for device in ("cpu", "ember"):
+        with pytest.raises(RuntimeError, match=message):
+            fn(device)

@@ -216,7 +216,12 @@ at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& hi, a
 
 at::Tensor& conj_physical_inplace(at::Tensor& self) {
     if (!self.is_complex()) return self;
-    at::view_as_real(self).select(-1, 1).neg_();
+    // Conjugating the logical values conjugates the stored ones, whatever lazy conjugate or
+    // negation bit self carries: the stored values are negated in their imaginary part.
+    at::Tensor stored = self;
+    if (stored.is_conj()) stored = stored.conj();
+    if (stored.is_neg()) stored = at::_neg_view(stored);
+    at::view_as_real(stored).select(-1, 1).neg_();
     return self;
 }
 

@@ -242,10 +242,15 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::T
 // batch dims broadcast. float32/float64 on ember; anything else takes the CPU path.
 at::Tensor& solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unitriangular,
                                  at::Tensor& out) {
+    // A lazily negated operand (torch._neg_view, a conjugate's imaginary part) is materialized:
+    // the kernel reads stored values.
+    if ((A.is_neg() || B.is_neg()) && !out.is_neg() && A.is_privateuseone() && B.is_privateuseone())
+        return solve_triangular_out(A.resolve_neg(), B.resolve_neg(), upper, left, unitriangular, out);
     const auto t = A.scalar_type();
     bool ok = (t == at::kFloat || t == at::kDouble) && B.scalar_type() == t && out.scalar_type() == t &&
               A.dim() >= 2 && B.dim() >= 2 && on_device(A.device(), B) && A.is_privateuseone() &&
-              A.size(-1) == A.size(-2) && out.is_privateuseone() && !A.is_conj() && !B.is_conj();
+              A.size(-1) == A.size(-2) && out.is_privateuseone() && !A.is_conj() && !B.is_conj() &&
+              !A.is_neg() && !B.is_neg() && !out.is_neg();
     if (ok) ok = left ? B.size(-2) == A.size(-1) : B.size(-1) == A.size(-1);
     if (!ok) return cpu<ATEN_OP2(linalg_solve_triangular, out)>(A, B, upper, left, unitriangular, out);
     const int64_t n = A.size(-1);

@@ -116,9 +116,11 @@ c10::ScalarType stats_dtype(const at::Tensor& input, const std::optional<at::Ten
     return reduced ? at::kFloat : input.scalar_type();
 }
 
-bool params_ok(const at::Tensor& input, const std::optional<at::Tensor>& p) {
+// A weight or bias the kernel can read: a dtype it takes, and exactly normalized_shape's shape
+// (anything else goes to the CPU, which raises its error; the kernel would read past it).
+bool params_ok(const at::Tensor& input, const std::optional<at::Tensor>& p, at::IntArrayRef shape) {
     if (!p || !p->defined()) return true;
-    return p->scalar_type() == input.scalar_type() || p->scalar_type() == at::kFloat;
+    return (p->scalar_type() == input.scalar_type() || p->scalar_type() == at::kFloat) && p->sizes().equals(shape);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input, c10::SymIntArrayRef shape_sym,
@@ -128,8 +130,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
     int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
     // No rows (an empty batch) is an empty result; empty rows of a non-empty batch go to the CPU.
     const bool no_rows = axis >= 0 && c10::multiply_integers(input.sizes().slice(0, axis)) == 0;
-    bool ok = float_type(input) && axis >= 0 && input.sizes().slice(axis).equals(shape) &&
-              params_ok(input, weight) && params_ok(input, bias) && (input.numel() > 0 || no_rows) &&
+    bool ok = float_type(input) && !shape.empty() && axis >= 0 && input.sizes().slice(axis).equals(shape) &&
+              params_ok(input, weight, shape) && params_ok(input, bias, shape) && (input.numel() > 0 || no_rows) &&
               on_device(input.device(), weight) && on_device(input.device(), bias);
     if (!ok) return cpu_symint<ATEN_OP(native_layer_norm)>(input, shape_sym, weight, bias, eps);
     int64_t cols = c10::multiply_integers(shape);
@@ -156,8 +158,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 3> mask) {
     at::IntArrayRef shape = C10_AS_INTARRAYREF_SLOW(shape_sym);
-    bool ok = float_type(input) && grad_out.scalar_type() == input.scalar_type() &&
-              params_ok(input, weight) && params_ok(input, bias) && on_device(input.device(), grad_out) &&
+    bool ok = float_type(input) && grad_out.scalar_type() == input.scalar_type() && !shape.empty() &&
+              params_ok(input, weight, shape) && params_ok(input, bias, shape) && on_device(input.device(), grad_out) &&
               on_device(input.device(), mean) && on_device(input.device(), rstd) && on_device(input.device(), weight);
     if (!ok) {
         return cpu_symint<ATEN_OP(native_layer_norm_backward)>(grad_out, input, shape_sym, mean, rstd, weight, bias, mask);

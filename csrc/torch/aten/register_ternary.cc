@@ -139,7 +139,10 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10:
     return lerp_scalar_out(self, end, weight, out);
 }
 
+// In place, what ember does not compute goes to the CPU's in-place op, which refuses an end or
+// weight that broadcasts self to a larger shape (its out= form would resize self instead).
 at::Tensor& lerp__scalar(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+    if (!lerp_native(self, end, nullptr) || weight.isComplex()) return cpu<ATEN_OP2(lerp_, Scalar)>(self, end, weight);
     return lerp_scalar_out(self, end, weight, self);
 }
 
@@ -161,6 +164,7 @@ at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::
 }
 
 at::Tensor& lerp__tensor(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+    if (!lerp_native(self, end, &weight)) return cpu<ATEN_OP2(lerp_, Tensor)>(self, end, weight);
     return lerp_tensor_out(self, end, weight, self);
 }
 
