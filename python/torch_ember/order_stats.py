@@ -85,8 +85,8 @@ def _mode(self, dim=-1, keepdim=False):
         return NotImplemented  # the CPU's error
     if self.dim() == 0 or self.numel() == 0:
         return _select_sorted(self, dim, keepdim, 0) if self.dim() == 0 else NotImplemented
-    if self.dtype == torch.bool:  # sorted and compared as bytes
-        values, indices = _mode(self.view(torch.uint8), dim, keepdim)
+    if self.dtype == torch.bool:  # sorted and compared as bytes, every non-zero byte one
+        values, indices = _mode((self != 0).view(torch.uint8), dim, keepdim)
         return values.view(torch.bool), indices
     ordered, perm = torch.sort(self, dim=dim, stable=True)
     n = self.size(dim)

@@ -13,8 +13,8 @@ def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
     """torch.unique over the flattened input by a stable sort: a value starts a group where it
     differs from its predecessor (so each NaN is its own group, as on the CPU). The output is
     sorted whatever `sorted` says, as the CPU's is. Reads the group count back (a sync)."""
-    if self.dtype == torch.bool:  # sorted as bytes
-        values, inverse, counts = _unique2(self.view(torch.uint8), sorted, return_inverse, return_counts)
+    if self.dtype == torch.bool:  # sorted as bytes, every non-zero byte one
+        values, inverse, counts = _unique2((self != 0).view(torch.uint8), sorted, return_inverse, return_counts)
         return values.view(torch.bool), inverse, counts
     dev = self.device
     flat = self.reshape(-1)
@@ -79,7 +79,7 @@ def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=Fals
         return NotImplemented
     x = self.movedim(dim, 0)
     rows = x.reshape(x.shape[0], -1)
-    keys = rows.view(torch.uint8) if rows.dtype == torch.bool else rows
+    keys = (rows != 0).view(torch.uint8) if rows.dtype == torch.bool else rows
     perm = torch.arange(rows.shape[0], device=self.device)
     for col in range(keys.shape[1] - 1, -1, -1):
         perm = perm[torch.sort(keys[perm, col], stable=True).indices]

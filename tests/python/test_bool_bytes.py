@@ -24,6 +24,11 @@ CASES = {
     "clone_int": lambda b: b.clone().to(torch.int64),
     "index_by_mask": lambda b: torch.arange(8.0).to(b.device)[b],
     "sort": lambda b: b.to(torch.int64).sort().values,
+    "sort_bool": lambda b: b.sort(stable=True).indices,
+    "argsort_descending": lambda b: b.argsort(stable=True, descending=True),
+    "unique": lambda b: torch.unique(b, return_counts=True)[1],
+    "unique_values": lambda b: torch.unique(b).int(),
+    "mode": lambda b: b.view(2, 4).mode().values.int(),
 }
 
 

@@ -26,6 +26,12 @@ void finish(at::Tensor& out, const at::Tensor& tmp) {
     if (!tmp.is_same(out)) out.copy_(tmp);
 }
 
+// The kernels compare bytes: a bool tensor holding other bytes than 0/1 (a uint8 tensor viewed as
+// bool) is normalized first, so that every non-zero byte is true, as on the CPU.
+at::Tensor sort_source(const at::Tensor& self) {
+    return self.scalar_type() == at::kBool ? self.ne(false) : self.contiguous();
+}
+
 bool native_sort_input(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices) {
     return plain_dtype(self.scalar_type()) && values.scalar_type() == self.scalar_type() &&
            indices.scalar_type() == at::kLong && on_device(self.device(), values) && on_device(self.device(), indices);
@@ -41,7 +47,7 @@ std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optio
     resize_out(values, self.sizes());
     resize_out(indices, self.sizes());
     if (self.numel() == 0) return {values, indices};
-    at::Tensor src = self.contiguous(), v = writable(values, self), i = writable(indices, self);
+    at::Tensor src = sort_source(self), v = writable(values, self), i = writable(indices, self);
     kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim, false);
     // The kernel is always stable, which also satisfies stable=False.
     queue(v, "sort", [vo, io, in, descending](runtime::ThreadPool* p) {
@@ -65,7 +71,7 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, c10::SymIn
     resize_out(values, shape);
     resize_out(indices, shape);
     if (values.numel() == 0) return {values, indices};
-    at::Tensor src = self.contiguous(), v = writable(values, self), i = writable(indices, self);
+    at::Tensor src = sort_source(self), v = writable(values, self), i = writable(indices, self);
     kernels::TensorView vo = fold3(v, dim), io = fold3(i, dim), in = fold3(src, dim, false);
     queue(v, "topk", [vo, io, in, k, largest, sorted](runtime::ThreadPool* p) {
         return kernels::topk(vo, io, in, k, largest, sorted, p);
