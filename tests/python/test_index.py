@@ -565,3 +565,19 @@ def test_take_with_a_0_dim_index_copies_and_put_backward_keeps_its_gradients(nat
         torch.put(t, idx, src, accumulate=True).sum().backward()
         grads.append((first.item(), src.grad.item()))
     assert grads[1] == grads[0]
+
+
+def test_gather_and_index_select_refuse_an_overlapping_out_like_cpu():
+    """An out= that is the input, the index, or internally overlapping is refused with the CPU's
+    message (the kernels would read what they had already written)."""
+    x = torch.arange(6.0, device="ember")
+    idx = torch.tensor([0, 1, 2], device="ember")
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.gather(x[:3], 0, idx, out=x[:3])
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.index_select(x, 0, idx, out=x[3:])  # the same storage as the input
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.index_select(x.view(2, 3), 1, idx[:2], out=torch.zeros(2, device="ember").expand(2, 2))
+    out = torch.empty(3, device="ember")
+    torch.index_select(x, 0, idx, out=out)
+    torch.testing.assert_close(out.cpu(), torch.tensor([0.0, 1.0, 2.0]))

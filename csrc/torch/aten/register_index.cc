@@ -3,6 +3,7 @@
 // kernels/index, kernels/reduce/scan and kernels/fill. Inputs these kernels do
 // not cover take the CPU fallback.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -111,7 +112,11 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
     std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
     at::Tensor idx = index.reshape({-1}).contiguous();
     shape[dim] = idx.size(0);
+    // As the CPU: an out= that overlaps itself (before any resize), the input or the index is refused.
+    at::assert_no_internal_overlap(out);
     resize_out(out, shape, {&self, &index});
+    at::assert_no_overlap(out, self);
+    at::assert_no_overlap(out, index);
     if (out.numel() == 0) return out;
     at::Tensor src = self.contiguous();
     at::Tensor dst = out.is_contiguous() ? out : at::empty(shape, out.options());
@@ -189,6 +194,9 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     if (!ok) return cpu<ATEN_OP2(gather, out)>(self, dim, index, sparse_grad, out);
     dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
     resize_out(out, index.sizes(), {&self, &index});
+    at::assert_no_internal_overlap(out);
+    at::assert_no_overlap(out, self);
+    at::assert_no_partial_overlap(out, index);
     if (index.numel() == 0) return out;
     kernels::TensorView o = view_of(out), i = view_in(self), x = view_in(index);
     int d = static_cast<int>(dim);
