@@ -262,6 +262,8 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     if self.dim() not in (1, 2) or num_samples <= 0 or self.shape[-1] == 0:
         return NotImplemented  # the CPU's errors
     k = self.shape[-1]
+    if k > 2**24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
     if not replacement and num_samples > k:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
     p = self if self.dim() == 2 else self[None]
@@ -273,7 +275,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     if replacement or num_samples == 1:
         cdf = (p / total).cumsum(-1)
         u = torch.empty(p.shape[0], num_samples, dtype=p.dtype, device=p.device).uniform_(generator=generator)
-        idx = (cdf[:, None, :] <= u[..., None]).sum(-1)
+        idx = torch.searchsorted(cdf, u, right=True)  # how many cdf values are <= u
         # Rounding can leave cdf[-1] just under u: take the last category with mass instead.
         last = torch.where(p > 0, torch.arange(k, device=p.device), 0).amax(-1, keepdim=True)
         idx = torch.minimum(idx, last)

@@ -623,3 +623,9 @@ def test_random_integers_of_storage_only_unsigned_dtypes_work_as_on_the_cpu(dtyp
     assert y.cpu().long().min() >= 3 and y.cpu().long().max() < 10
     with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to'"):
         torch.empty(4, dtype=dtype, device="ember").random_(0, -1)
+
+
+def test_multinomial_refuses_more_than_2_to_the_24_categories_like_cpu():
+    for device in ("cpu", "ember"):
+        with pytest.raises(RuntimeError, match=r"number of categories cannot exceed 2\^24"):
+            torch.multinomial(torch.ones(2**24 + 1, device=device), 2)
