@@ -160,3 +160,18 @@ def test_incomplete_gamma_for_large_shapes(native_only):
                                    rtol=1e-8, atol=1e-12)
         torch.testing.assert_close(torch.igammac(a.to("ember"), x.to("ember")).cpu(), torch.igammac(a, x),
                                    rtol=1e-8, atol=1e-12)
+
+
+def test_incomplete_gamma_for_huge_shapes_matches_cpu():
+    """a >= 1e9 near x = a, where the series would need ~8.6 sqrt(a) terms: the uniform
+    asymptotic expansion (it returned P + Q far from 1 past a ~ 1e12)."""
+    a = torch.tensor([1e9, 1e10, 1e12, 1e15], dtype=torch.float64)  # x = a + k sqrt(a) exact enough
+    for k in (-3.0, -1.0, 0.0, 0.5, 3.0):
+        x = a + k * a.sqrt()
+        for fn in (torch.special.gammainc, torch.special.gammaincc):
+            torch.testing.assert_close(fn(a.to("ember"), x.to("ember")).cpu(), fn(a, x), rtol=1e-7, atol=1e-12)
+    huge = torch.tensor([1e20, 1e30])
+    p = torch.special.gammainc(huge.to("ember"), huge.to("ember")).cpu()
+    q = torch.special.gammaincc(huge.to("ember"), huge.to("ember")).cpu()
+    torch.testing.assert_close(p, torch.special.gammainc(huge, huge))
+    torch.testing.assert_close(p + q, torch.ones(2))

@@ -225,6 +225,21 @@ double igamc_small_series(double a, double x) {
   const double lx = std::log(x);
   return -std::expm1(a * lx - std::lgamma(1.0 + a)) - std::exp(a * lx - std::lgamma(a)) * sum;
 }
+// P(a,x) (upper = false) or Q(a,x) for a >= kIgamAsymptotic, where the series and the continued
+// fraction would need ~8.6 sqrt(a) terms: Temme's uniform asymptotic expansion to its first term,
+// Q = erfc(eta sqrt(a/2)) / 2 + exp(-a eta^2 / 2) / sqrt(2 pi a) C0(eta), with lambda = x/a,
+// eta = sign(lambda - 1) sqrt(2 (lambda - 1 - log lambda)) and C0 = 1/(lambda - 1) - 1/eta (its
+// Taylor series near lambda = 1). The next term is O(1/a) smaller, below 1e-9 here.
+constexpr double kIgamAsymptotic = 1e9;
+double igam_asymptotic(double a, double x, bool upper) {
+  const double d = (x - a) / a;
+  const double eta = d == 0.0 ? 0.0 : std::copysign(std::sqrt(-2.0 * log1pmx(d)), d);
+  const double c0 = std::fabs(d) > 1e-3 ? 1.0 / d - 1.0 / eta
+                                        : -1.0 / 3 + eta * (1.0 / 12 + eta * (-2.0 / 135 + eta / 864));
+  const double r = std::exp(-0.5 * a * eta * eta) / std::sqrt(2.0 * kPi * a) * c0;
+  const double z = eta * std::sqrt(0.5 * a);
+  return upper ? 0.5 * std::erfc(z) + r : 0.5 * std::erfc(-z) - r;
+}
 // Q(a,x) for finite a > 0, finite x > 0.  The choice of method per region
 // follows PyTorch's (SciPy's) so that the small-a series, whose accuracy is
 // limited by lgamma(1+a), is used exactly where PyTorch uses it.
@@ -548,6 +563,7 @@ double igamma(double a, double x) {
   if (std::isinf(a)) return std::isinf(x) ? kNaN : 0.0;
   if (std::isinf(x)) return 1.0;
   if (std::isnan(a) || std::isnan(x)) return kNaN;
+  if (a >= kIgamAsymptotic) return igam_asymptotic(a, x, false);
   if (x > 1.0 && x > a) return 1.0 - igammac_core(a, x);
   return igam_series(a, x);
 }
@@ -558,6 +574,7 @@ double igammac(double a, double x) {
   if (std::isinf(a)) return std::isinf(x) ? kNaN : 1.0;
   if (std::isinf(x)) return 0.0;
   if (std::isnan(a) || std::isnan(x)) return kNaN;
+  if (a >= kIgamAsymptotic) return igam_asymptotic(a, x, true);
   return igammac_core(a, x);
 }
 
