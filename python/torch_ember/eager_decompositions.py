@@ -215,9 +215,13 @@ def _check_overlap(args) -> None:
 
 # Ops whose decomposition skips the argument checks of the CPU kernel, where PyTorch's meta kernel
 # has them (with the CPU's messages): reflect padding as wide as the input would wrap around,
-# and negative replicate padding would crop to nothing, where the CPU raises.
+# and negative replicate padding would crop to nothing, where the CPU raises; 3-d max pooling
+# of an input too small for its window.
 _META_CHECKED = frozenset(f"{kind}_pad{n}d{suffix}" for kind in ("reflection", "replication")
-                          for n in (1, 2, 3) for suffix in ("", ".out"))
+                          for n in (1, 2, 3) for suffix in ("", ".out")) | frozenset(
+    # pooling's shape checks (an empty or too small input), which the decompositions reach as
+    # reshape or unpacking errors
+    f"{op}{suffix}" for op in ("max_pool3d_with_indices", "adaptive_max_pool3d") for suffix in ("", ".out"))
 
 
 def _check_on_meta(op, args, kwargs) -> None:

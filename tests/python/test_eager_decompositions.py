@@ -485,3 +485,18 @@ def test_a_cpu_out_tensor_is_still_refused_for_a_pointwise_op():
         torch.copysign(a, torch.tensor(1.0), out=torch.empty(()))
     with pytest.raises(RuntimeError, match="heaviside is not yet implemented for tensors with different dtypes"):
         torch.heaviside(a, torch.tensor(1.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("case", ["empty", "too small", "no output size"])
+def test_3d_max_pooling_raises_the_cpus_shape_errors(case):
+    """The decompositions reached these as reshape or unpacking errors."""
+    F = torch.nn.functional
+    calls = {"empty": (lambda d: F.max_pool3d(torch.randn(0, 1, 2, 10, device=d), 1),
+                       "non-batch dimensions to have positive length"),
+             "too small": (lambda d: F.max_pool3d(torch.randn(1, 1, 1, 4, 4, device=d), 2), "Output size is too small"),
+             "no output size": (lambda d: torch.ops.aten.adaptive_max_pool3d(torch.randn(1, 2, 2, 2, device=d), []),
+                                "output_size.size\\(\\) must be 3")}
+    fn, message = calls[case]
+    for device in ("cpu", "ember"):
+        with pytest.raises(RuntimeError, match=message):
+            fn(device)
