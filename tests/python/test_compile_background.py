@@ -215,4 +215,7 @@ def test_dropout_draws_the_same_random_stream_as_a_foreground_compile():
     fg_losses, fg_state = run({})
     bg_losses, bg_state = run({"background": True})
     assert torch.equal(bg_state, fg_state)
-    torch.testing.assert_close(bg_losses, fg_losses, rtol=1e-6, atol=1e-6)
+    # The first background call runs the fused eager attention, the compiled graph its own: the
+    # same dropout masks leave only rounding (a sum of mixed signs, ~1e-6 relative); another mask
+    # would differ by ~1e-1.
+    torch.testing.assert_close(bg_losses, fg_losses, rtol=1e-5, atol=1e-5)

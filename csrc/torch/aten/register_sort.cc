@@ -29,7 +29,7 @@ void finish(at::Tensor& out, const at::Tensor& tmp) {
 // The kernels compare bytes: a bool tensor holding other bytes than 0/1 (a uint8 tensor viewed as
 // bool) is normalized first, so that every non-zero byte is true, as on the CPU.
 at::Tensor sort_source(const at::Tensor& self) {
-    return self.scalar_type() == at::kBool ? self.ne(false) : self.contiguous();
+    return self.scalar_type() == at::kBool ? self.ne(false).contiguous() : self.contiguous();
 }
 
 bool native_sort_input(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices) {
