@@ -454,8 +454,8 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
     }
     if (values.dim() == 0 && values.device().is_cpu() && !self.device().is_cpu()) {
         // A 0-dim CPU value (x[mask] = torch.tensor(0.5)), which CUDA accepts too: moved to the
-        // device as a fill, without waiting for it.
-        // x[mask] = v with one boolean mask is masked_fill on the CPU, which casts v to x's dtype.
+        // device as a fill, without waiting for it. With one boolean mask the CPU takes its
+        // masked_fill path, which casts v to x's dtype; otherwise the dtypes must match.
         const bool one_mask = !accumulate && indices.size() == 1 && indices.get(0).has_value() &&
                               (indices.get(0)->scalar_type() == at::kBool || indices.get(0)->scalar_type() == at::kByte);
         const auto dtype = one_mask ? self.scalar_type() : values.scalar_type();

@@ -15,10 +15,14 @@ class _TorchRoutingCompile:
 
     @staticmethod
     def compile(fn, **kwargs):
+        compiled = {}  # one compiled callable per choice of backend, made on first use
+
         def run(*args, **kw):
-            on_ember = any(isinstance(a, torch.Tensor) and a.device.type == "ember" for a in args)
-            options = {**kwargs, "backend": "ember"} if on_ember and "backend" not in kwargs else kwargs
-            return torch.compile(fn, **options)(*args, **kw)
+            on_ember = "backend" not in kwargs and any(
+                isinstance(a, torch.Tensor) and a.device.type == "ember" for a in args)
+            if on_ember not in compiled:
+                compiled[on_ember] = torch.compile(fn, **({**kwargs, "backend": "ember"} if on_ember else kwargs))
+            return compiled[on_ember](*args, **kw)
         return run
 
 

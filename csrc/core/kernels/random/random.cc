@@ -12,44 +12,55 @@
 
 namespace ember::kernels {
 
-void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]) {
-    uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
-    uint32_t c2 = 0, c3 = 0;
+namespace {
+
+// Philox4x32-10 on the `N` counters first .. first + N - 1 side by side: out[4k .. 4k+3] are
+// counter first + k's four draws. With N = 4 the 32x32->64-bit products vectorize in the
+// callers' SIMD clones.
+template <int N>
+EMBER_VMATH_INLINE void philox_lanes(uint64_t first, uint64_t key, uint32_t out[4 * N]) {
+    uint32_t c0[N], c1[N], c2[N] = {}, c3[N] = {};
+    for (int k = 0; k < N; ++k) {
+        const uint64_t counter = first + k;
+        c0[k] = static_cast<uint32_t>(counter);
+        c1[k] = static_cast<uint32_t>(counter >> 32);
+    }
     uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
     for (int round = 0; round < 10; ++round) {
-        uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-        uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
-        uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-        uint32_t n1 = static_cast<uint32_t>(p1);
-        uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-        uint32_t n3 = static_cast<uint32_t>(p0);
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        for (int k = 0; k < N; ++k) {
+            const uint64_t p0 = uint64_t{0xD2511F53u} * c0[k], p1 = uint64_t{0xCD9E8D57u} * c2[k];
+            const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[k] ^ k0, n1 = static_cast<uint32_t>(p1);
+            const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[k] ^ k1, n3 = static_cast<uint32_t>(p0);
+            c0[k] = n0, c1[k] = n1, c2[k] = n2, c3[k] = n3;
+        }
         k0 += 0x9E3779B9u;
         k1 += 0xBB67AE85u;
     }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+    for (int k = 0; k < N; ++k) out[4 * k] = c0[k], out[4 * k + 1] = c1[k], out[4 * k + 2] = c2[k], out[4 * k + 3] = c3[k];
 }
+
+// Floats and narrower fill normals, and float32 uniforms, a block of kBlock elements at a time:
+// block b reads the call's draws kBlock*b .. kBlock*b + kBlock - 1.
+constexpr int64_t kBlock = 16;
+
+}  // namespace
+
+void philox4x32(uint64_t counter, uint64_t key, uint32_t out[4]) { philox_lanes<1>(counter, key, out); }
 
 uint64_t uniform_draws(int64_t numel, DType t) {
     const uint64_t n = static_cast<uint64_t>(numel) * (t == DType::kFloat64 ? 2 : 1);  // two draws per 53-bit unit
     return (n + 3) / 4 * 4;
 }
 uint64_t normal_draws(int64_t numel, DType t) {
-    // double: two 53-bit units per element; narrower: 16 draws per block of 16 elements.
-    return t == DType::kFloat64 ? uniform_draws(2 * numel, t) : static_cast<uint64_t>((numel + 15) / 16 * 16);
+    // double: two 53-bit units per element; narrower: kBlock draws per block of kBlock elements.
+    return t == DType::kFloat64 ? uniform_draws(2 * numel, t)
+                                : static_cast<uint64_t>((numel + kBlock - 1) / kBlock * kBlock);
 }
 
 namespace {
 
-// The 32-bit draw number `k` of the call.
-inline uint32_t draw(const PhiloxState& rng, uint64_t k) {
-    uint32_t out[4];
-    philox4x32(rng.offset / 4 + k / 4, rng.seed, out);
-    return out[k % 4];
-}
-
-// The same draws, remembering the last Philox block: consecutive elements read consecutive
-// draws, so a block of four is computed once instead of once per draw.
+// The call's 32-bit draw number k, remembering the last Philox block: consecutive elements read
+// consecutive draws, so a block of four is computed once instead of once per draw.
 class Draws {
   public:
     explicit Draws(const PhiloxState& rng) : rng_(rng) {}
@@ -140,31 +151,9 @@ Status fill_with(const TensorView& dst, const PhiloxState& rng, runtime::ThreadP
     return Status();
 }
 
-}  // namespace
-
-namespace {
-
-// Draws 16b .. 16b+15 of a call: Philox on the block's four counters side by side (the same
-// rounds as philox4x32), so the 32x32->64-bit products vectorize in the callers' SIMD clones.
-EMBER_VMATH_INLINE void philox_block16(const PhiloxState& rng, uint64_t b, uint32_t bits[16]) {
-    uint32_t c0[4], c1[4], c2[4] = {}, c3[4] = {};
-    for (int k = 0; k < 4; ++k) {
-        const uint64_t counter = rng.offset / 4 + 4 * b + k;
-        c0[k] = static_cast<uint32_t>(counter);
-        c1[k] = static_cast<uint32_t>(counter >> 32);
-    }
-    uint32_t k0 = static_cast<uint32_t>(rng.seed), k1 = static_cast<uint32_t>(rng.seed >> 32);
-    for (int round = 0; round < 10; ++round) {
-        for (int k = 0; k < 4; ++k) {
-            const uint64_t p0 = uint64_t{0xD2511F53u} * c0[k], p1 = uint64_t{0xCD9E8D57u} * c2[k];
-            const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[k] ^ k0, n1 = static_cast<uint32_t>(p1);
-            const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[k] ^ k1, n3 = static_cast<uint32_t>(p0);
-            c0[k] = n0, c1[k] = n1, c2[k] = n2, c3[k] = n3;
-        }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    for (int k = 0; k < 4; ++k) bits[4 * k] = c0[k], bits[4 * k + 1] = c1[k], bits[4 * k + 2] = c2[k], bits[4 * k + 3] = c3[k];
+// The kBlock draws of block b.
+EMBER_VMATH_INLINE void philox_block(const PhiloxState& rng, uint64_t b, uint32_t bits[kBlock]) {
+    philox_lanes<kBlock / 4>(rng.offset / 4 + static_cast<uint64_t>(kBlock / 4) * b, rng.seed, bits);
 }
 
 // sin and cos of 2*pi*u for u in [0, 1): the quadrant from u itself (exact), then Cephes' sinf
@@ -181,32 +170,29 @@ EMBER_VMATH_INLINE void sincos_turns(float u, float& s, float& c) {
     c = quadrant == 0 ? ca : quadrant == 1 ? -sa : quadrant == 2 ? -ca : sa;
 }
 
-// Normal values for elements 16b .. 16b+15 in float: Box-Muller on the block's 16 draws, both
-// of its outputs used (element j and j+8 share units j and j+8), as PyTorch's CPU kernel pairs
-// them. A value depends only on its element's position, so strides and threads do not change it.
-constexpr int64_t kNormalBlock = 16;
-EMBER_SIMD_CLONES void normal_block(const PhiloxState& rng, uint64_t b, float mean, float std, float out[kNormalBlock]) {
-    uint32_t bits[kNormalBlock];
-    philox_block16(rng, b, bits);
-    for (int j = 0; j < 8; ++j) {
+// Normal values for block b's elements in float: Box-Muller on the block's draws, both of its
+// outputs used (element j and j+8 share units j and j+8), as PyTorch's CPU kernel pairs them. A
+// value depends only on its element's position, so strides and threads do not change it.
+EMBER_SIMD_CLONES void normal_block(const PhiloxState& rng, uint64_t b, float mean, float std, float out[kBlock]) {
+    uint32_t bits[kBlock];
+    philox_block(rng, b, bits);
+    for (int j = 0; j < kBlock / 2; ++j) {
         const float u1 = 1.0f - static_cast<float>(bits[j] >> 8) * 0x1p-24f;  // (0, 1]: the log stays finite
-        const float u2 = static_cast<float>(bits[j + 8] >> 8) * 0x1p-24f;
+        const float u2 = static_cast<float>(bits[j + kBlock / 2] >> 8) * 0x1p-24f;
         const float r = __builtin_sqrtf(-2.0f * vmath::log(u1));
         float sn, cs;
         sincos_turns(u2, sn, cs);
         out[j] = r * cs * std + mean;
-        out[j + 8] = r * sn * std + mean;
+        out[j + kBlock / 2] = r * sn * std + mean;
     }
 }
 
-
-
-// Uniform float values for elements 16b .. 16b+15, the same as the generic path computes (in
-// double, each rounded toward `lo`), but sixteen at a time.
-EMBER_SIMD_CLONES void uniform_block_f32(const PhiloxState& rng, uint64_t b, double lo, double hi, float out[16]) {
-    uint32_t bits[16];
-    philox_block16(rng, b, bits);
-    for (int j = 0; j < 16; ++j) {
+// Uniform float values for block b's elements, the same as the generic path computes (in
+// double, each rounded toward `lo`), but a block at a time.
+EMBER_SIMD_CLONES void uniform_block_f32(const PhiloxState& rng, uint64_t b, double lo, double hi, float out[kBlock]) {
+    uint32_t bits[kBlock];
+    philox_block(rng, b, bits);
+    for (int j = 0; j < kBlock; ++j) {
         const double v = lo + (hi - lo) * (static_cast<double>(bits[j] >> 8) * 0x1p-24);
         const float f = static_cast<float>(v);
         const uint32_t fb = vmath::float_to_bits(f);
@@ -216,17 +202,17 @@ EMBER_SIMD_CLONES void uniform_block_f32(const PhiloxState& rng, uint64_t b, dou
     }
 }
 
-// Fills `dst` a block of 16 elements at a time; block(b, values) writes elements 16b .. 16b+15.
+// Fills `dst` a block at a time; block(b, values) gives the values of block b's elements.
 template <typename T, typename Block>
 void fill_blocks(const TensorView& dst, runtime::ThreadPool* pool, Block&& block) {
-    const int64_t n = dst.numel(), blocks = (n + 15) / 16;
+    const int64_t n = dst.numel(), blocks = (n + kBlock - 1) / kBlock;
     const bool dense = dst.is_contiguous();
     auto* out = static_cast<T*>(dst.data);
     auto body = [&](int64_t b0, int64_t b1) {
-        float v[16];
+        float v[kBlock];
         for (int64_t b = b0; b < b1; ++b) {
             block(static_cast<uint64_t>(b), v);
-            const int64_t first = b * 16, count = std::min<int64_t>(16, n - first);
+            const int64_t first = b * kBlock, count = std::min(kBlock, n - first);
             for (int64_t j = 0; j < count; ++j) {
                 const int64_t i = first + j;
                 out[dense ? i : offset_of(dst, i)] = detail::convert<T>(v[j]);
@@ -445,8 +431,9 @@ Status randperm(const TensorView& dst, PhiloxState rng) {
     const int64_t n = dst.sizes[0], s = dst.strides[0];
     auto* out = static_cast<int64_t*>(dst.data);
     for (int64_t i = 0; i < n; ++i) out[i * s] = i;
+    Draws draws(rng);
     for (int64_t i = n - 1; i > 0; --i) {
-        int64_t j = static_cast<int64_t>(draw(rng, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
+        int64_t j = static_cast<int64_t>(draws(static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
         std::swap(out[i * s], out[j * s]);
     }
     return Status();
