@@ -137,3 +137,36 @@ def test_variance_of_huge_values_does_not_overflow(name, native_only):
     got = torch.compile(fn, backend="ember")(t.to("ember"))
     want = fn(t)
     torch.testing.assert_close(torch.utils._pytree.tree_map(lambda v: v.cpu(), got), want, rtol=2e-6, atol=0)
+
+
+_S = torch.Generator().manual_seed(1)
+_NAN = torch.randn(1 << 20, generator=_S).index_fill_(0, torch.tensor([70000]), float("nan"))
+SPLIT_REDUCTIONS = {
+    # A reduction with few outputs over many inputs runs as partial results over chunks and a
+    # second reduction of those (the leading reduced dims, or the last one cut into chunks).
+    "sum_1d": (lambda t: t.sum(), torch.randn(1 << 20, generator=_S)),
+    "mean_keepdim": (lambda t: t.mean((0, 2), keepdim=True), torch.randn(8, 3, 50000, generator=_S)),
+    "amax_leading_dims": (lambda t: t.amax((1, 2)), torch.randn(2, 64, 4096, generator=_S)),
+    "amin_rows": (lambda t: t.amin(1), torch.randn(3, 200000, generator=_S)),
+    "amax_nan": (lambda t: t.amax(), _NAN),
+    "sum_nan": (lambda t: t.sum(), _NAN),
+    "bfloat16_sum": (lambda t: (t.bfloat16() * 2).sum(), torch.randn(1 << 20, generator=_S)),
+    "bfloat16_mean": (lambda t: t.bfloat16().mean(-1), torch.randn(2, 1 << 17, generator=_S)),
+    "int32_sum": (lambda t: (t * 1000).int().sum(), torch.randn(1 << 20, generator=_S)),
+    "bool_sum": (lambda t: (t > 0).sum(), torch.randn(1 << 20, generator=_S)),
+    "prime_length": (lambda t: t.sum(), torch.randn(65537 * 3, generator=_S)),
+    "mse_grad": (lambda t: torch.autograd.grad(((t * t) - 1).square().mean(), t)[0],
+                 torch.randn(4, 1 << 16, generator=_S)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_REDUCTIONS))
+def test_reductions_split_into_partial_results_match_cpu(name, native_only):
+    torch._dynamo.reset()
+    fn, t = SPLIT_REDUCTIONS[name]
+    t = t.clone().requires_grad_(name == "mse_grad")
+    want = fn(t)
+    got = torch.compile(fn, backend="ember")(t.detach().to("ember").requires_grad_(t.requires_grad))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = {"rtol": 2e-2, "atol": 1e-2} if want.dtype == torch.bfloat16 else {"rtol": 2e-6, "atol": 1e-6}
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True, **tol)
