@@ -1,5 +1,6 @@
 // decompose: rewrites composite ops into the fused vocabulary. softmax(x, d) becomes
-// amax -> sub -> exp -> sum -> div over dim d (the max shift keeps exp from overflowing);
+// amax -> sub -> exp -> sum -> exp * (1 / sum) over dim d (the max shift keeps exp from
+// overflowing; one reciprocal per row and a multiply per element, as PyTorch's CPU kernel rounds);
 // log_softmax becomes (x - max) - log(sum(exp(x - max))). The fuse pass turns either into one
 // kernel with three loops per row, computing in f32 for f16/bf16 inputs as PyTorch does.
 //
@@ -106,7 +107,7 @@ StatusOr<Graph> decompose(const Graph& g) {
             const int e = out.add(Op::kExp, {s}, {}, src);
             const int z = out.reduce(Op::kSum, e, {d}, true, src);
             if (n.op == Op::kSoftmax) {
-                id = out.add(Op::kDiv, {e, z}, {}, src);
+                id = out.add(Op::kMul, {e, out.add(Op::kReciprocal, {z}, {}, src)}, {}, src);
             } else {
                 const int lz = out.add(Op::kLog, {z}, {}, src);
                 id = out.add(Op::kSub, {s, lz}, {}, src);
