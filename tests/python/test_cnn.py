@@ -507,3 +507,46 @@ def test_cat_of_channels_last_inputs_stays_channels_last_like_cpu(native_only):
         torch.testing.assert_close(got.cpu(), want)
     mixed = torch.cat((x.to("ember").contiguous(memory_format=cl), y.to("ember")), dim=1)  # mixed: contiguous
     assert mixed.stride() == torch.cat((x.contiguous(memory_format=cl), y), dim=1).stride()
+
+
+class _NhwcBlock(nn.Module):
+    """A ConvNeXt-style block: conv, then LayerNorm over channels on an NHWC view (.view, not
+    .reshape, which needs the conv's output to be channels-last in memory as on the CPU)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm, self.proj = nn.Conv2d(4, 8, 3, padding=1), nn.LayerNorm(8), nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        b, c, h, w = y.shape
+        t = self.norm(y.permute(0, 2, 3, 1).view(b, h * w, c))
+        return self.proj(t.view(b, h, w, c).permute(0, 3, 1, 2)).relu()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("where", ["input", "weight", "both"])
+def test_channels_last_convolution_keeps_the_cpus_layout(where, compiled, native_only):
+    import copy
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m, x = _NhwcBlock(), torch.randn(2, 4, 6, 6)
+    if where != "input":
+        m = m.to(memory_format=torch.channels_last)
+    if where != "weight":
+        x = x.contiguous(memory_format=torch.channels_last)
+    me = copy.deepcopy(m).to("ember")
+    ref = m(x)
+    got = (torch.compile(me, backend="ember") if compiled else me)(x.to("ember"))
+    torch.testing.assert_close(got.cpu(), ref, rtol=1e-4, atol=1e-5)
+    g = torch.randn(ref.shape)
+    ref.backward(g)
+    got.backward(g.to("ember"))
+    for p, q in zip(me.parameters(), m.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+    # The layouts themselves, eagerly: output, input gradient and weight gradient.
+    xc, xe = x.clone().requires_grad_(), x.to("ember").requires_grad_()
+    for t, conv in ((xc, m.conv), (xe, me.conv)):
+        y = conv(t)
+        gi, gw = torch.autograd.grad(y, (t, conv.weight), torch.ones_like(y))
+        assert [v.is_contiguous(memory_format=torch.channels_last) for v in (y, gi, gw)] == [True] * 3

@@ -58,6 +58,24 @@ std::vector<int64_t> out_shape(const at::Tensor& input, const at::Tensor& weight
     return shape;
 }
 
+// The layout PyTorch's CPU convolution gives its output and gradients: channels-last when the
+// input or the weight is (model.to(memory_format=torch.channels_last)), so that code which
+// permutes a conv's output to NHWC and calls .view() works as on the CPU. The kernels compute in
+// the contiguous layout; the results are laid out afterwards.
+c10::MemoryFormat conv_format(const at::Tensor& input, const at::Tensor& weight) {
+    const auto last = input.dim() == 4 ? c10::MemoryFormat::ChannelsLast
+                      : input.dim() == 5 ? c10::MemoryFormat::ChannelsLast3d
+                                         : c10::MemoryFormat::Contiguous;
+    if (last != c10::MemoryFormat::Contiguous &&
+        (input.suggest_memory_format() == last || weight.suggest_memory_format() == last))
+        return last;
+    return c10::MemoryFormat::Contiguous;
+}
+
+at::Tensor laid_out(const at::Tensor& t, c10::MemoryFormat format) {
+    return t.defined() && format != c10::MemoryFormat::Contiguous ? t.contiguous(format) : t;
+}
+
 at::Tensor wrapper_convolution(const at::Tensor& input, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
@@ -82,7 +100,7 @@ at::Tensor wrapper_convolution(const at::Tensor& input, const at::Tensor& weight
     at::Tensor out = at::empty(out_shape(x, w, p), x.options());
     kernels::ConvArgs args{view_in(x), view_in(w), b.defined() ? view_in(b) : kernels::TensorView{}, view_of(out), p};
     queue(x, "convolution", [args](runtime::ThreadPool* pool) { return kernels::conv(args, pool); });
-    return out;
+    return laid_out(out, conv_format(input, weight));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward(
@@ -113,7 +131,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> wrapper_convolution_backward(
     kernels::ConvBackwardArgs args{view_in(go), view_in(x), view_in(w), opt(gi), opt(gw), opt(gb), p};
     queue(x, "convolution_backward",
           [args](runtime::ThreadPool* pool) { return kernels::conv_backward(args, pool); });
-    return {gi, gw, gb};
+    const c10::MemoryFormat format = conv_format(input, weight);
+    return {laid_out(gi, format), laid_out(gw, format), gb};
 }
 
 // ---- im2col / col2im (F.unfold / F.fold): sliding blocks as a strided view of the padded
