@@ -41,7 +41,8 @@ py::object torch_dtype(kernels::DType t) {
         {kernels::DType::kInt32, "int32"},     {kernels::DType::kInt64, "int64"},
         {kernels::DType::kFloat16, "float16"}, {kernels::DType::kBFloat16, "bfloat16"},
         {kernels::DType::kFloat32, "float32"}, {kernels::DType::kFloat64, "float64"},
-        {kernels::DType::kFloat8E4M3FN, "float8_e4m3fn"}, {kernels::DType::kFloat8E5M2, "float8_e5m2"}};
+        {kernels::DType::kFloat8E4M3FN, "float8_e4m3fn"}, {kernels::DType::kFloat8E5M2, "float8_e5m2"},
+        {kernels::DType::kComplex64, "complex64"},     {kernels::DType::kComplex128, "complex128"}};
     return py::module_::import("torch").attr(names.at(t));
 }
 

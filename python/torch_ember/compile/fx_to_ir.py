@@ -196,6 +196,13 @@ class Translation:
     output_layouts: dict = field(default_factory=dict)
 
 
+def _ir_dtypes(node) -> bool:
+    """Whether the node's tensor arguments have dtypes the IR computes in (a complex input's
+    in-place update runs as a library step instead)."""
+    vals = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
+    return all(not isinstance(v, torch.Tensor) or v.dtype in SUPPORTED_DTYPES for v in vals)
+
+
 def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
     b = Builder()
     env = {}
@@ -250,7 +257,7 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
         elif node.op == "call_function":
             fx_nodes += 1
             b.source = node_source(node)
-            if node.target is aten.copy_.default and node.args[0] in ph_index:
+            if node.target is aten.copy_.default and node.args[0] in ph_index and _ir_dtypes(node):
                 dst, src = node.args
                 ir_in = ir_input_of.get(ph_index[dst])
                 new = b.expand(b.cast(env[src], b.dtype(env[dst])), b.sizes(env[dst]))
