@@ -783,3 +783,16 @@ def test_take_with_a_0d_index_compiles():
         torch._dynamo.reset()
         f = torch.compile(torch.take, backend="ember", fullgraph=True)
         torch.testing.assert_close(f(x.to("ember"), i.to("ember")).cpu(), torch.take(x, i))
+
+
+@pytest.mark.parametrize("n", [100, 256, 1000])
+def test_identity_matrices_of_any_size_compile(n, native_only):
+    # PyTorch's eye decomposition ranges over uint16 from n = 256 (peft's DoRA builds
+    # torch.eye(in_features)); the graph folds eye to a constant with the CPU's own kernel.
+    torch._dynamo.reset()
+
+    def f(x):
+        return x @ torch.eye(x.shape[-1], device=x.device, dtype=x.dtype) + torch.eye(3, n, device=x.device)
+
+    x = torch.randn(3, n)
+    torch.testing.assert_close(torch.compile(f, backend="ember")(x.to("ember")).cpu(), f(x))

@@ -43,6 +43,11 @@ def decomposition_table() -> dict:
     # composite traces fine.
     for op in (aten.tensor_split.tensor_indices_or_sections,):
         table.pop(op, None)
+    # eye's decomposition builds its index ranges in the smallest unsigned dtype that holds n
+    # (uint16 from n = 256), which no CPU kernel computes when the graph folds it to a constant;
+    # kept whole, eye folds to the CPU's own identity matrix.
+    for op in (aten.eye.default, aten.eye.m):
+        table.pop(op, None)
     # take's (flat[index]) reads a 0-d index as a Python int; indexing by the flattened index
     # keeps it a tensor (negative indices still wrap, out-of-range ones still raise).
     table[aten.take.default] = _take
