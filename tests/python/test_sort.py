@@ -159,3 +159,17 @@ def test_mode_gradients_outs_errors_and_compile(native_only):
         torch.mode(torch.empty(2, 0, device="ember"), 1)
     f = torch.compile(lambda a: torch.mode(a, 1).values * 2, backend="ember")
     torch.testing.assert_close(f(xe.detach()).cpu(), torch.mode(x, 1).values * 2)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "transposed", "expanded", "sliced"])
+def test_flip_and_roll_results_take_the_cpus_layout(layout):
+    # flip keeps its input's strides and roll keeps channels-last, as on the CPU, so that a
+    # later .view() of the result works (or fails) alike.
+    x = {"channels_last": torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),
+         "transposed": torch.randn(3, 4, 5).transpose(0, 2), "expanded": torch.randn(5, 1, 3).expand(5, 4, 3),
+         "sliced": torch.randn(4, 6)[:, ::2]}[layout]
+    for fn in (lambda t: t.flip(0), lambda t: t.flip(0, -1), lambda t: t.roll(1, 0), lambda t: t.roll((1, -2), (0, 1)),
+               lambda t: t.roll(3)):
+        want, got = fn(x), fn(x.to("ember"))
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+        assert got.stride() == want.stride()

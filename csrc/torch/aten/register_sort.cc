@@ -82,11 +82,12 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, c10::SymIn
 }
 
 // ---- flip / roll ----------------------------------------------------------------------------
+// Results take the CPU's layouts: flip keeps its input's strides, roll keeps channels-last.
 
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
     if (!plain_dtype(self.scalar_type())) return cpu<ATEN_OP(flip)>(self, dims);
     std::bitset<64> seen = at::dim_list_to_bitset(dims, self.dim());  // wraps, rejects repeats
-    at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
     if (self.numel() == 0) return out;
     uint64_t mask = self.dim() == 0 ? 0 : seen.to_ullong();
     kernels::TensorView o = view_of(out), i = view_in(self);
@@ -95,7 +96,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
 }
 
 at::Tensor roll_dim(const at::Tensor& self, int64_t dim, int64_t shift) {
-    at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor out = at::empty(self.sizes(), self.options().memory_format(self.suggest_memory_format()));
     if (self.numel() == 0) return out;
     kernels::TensorView o = view_of(out), i = view_in(self);
     int d = static_cast<int>(dim);
