@@ -273,10 +273,19 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
 
     exe_outputs = {}  # Val id -> exe output index
 
-    def exe_output(val):
+    owners = {}  # Val id -> the FX node first returned as it
+
+    def exe_output(val, node):
         nonlocal num_marked
+        if val.id in exe_outputs and owners[val.id] is not node:
+            # Another FX value that lowered to the same IR value (a clone or copy lowers to its
+            # source): it is a tensor of its own, so it gets its own output buffer (a copy).
+            b.g.mark_output(val.id)
+            num_marked += 1
+            return ("exe", num_marked - 1)
         if val.id not in exe_outputs:
             exe_outputs[val.id] = num_marked
+            owners[val.id] = node
             num_marked += 1
             b.g.mark_output(val.id)
         return ("exe", exe_outputs[val.id])
@@ -298,12 +307,12 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
                 return ("const", v)
             perm = dense_order(o.meta.get("val"))
             if perm is None:
-                memo[o] = exe_output(v)
+                memo[o] = exe_output(v, o)
             else:
                 # A result traced in another dense layout (channels_last, a transpose): the
                 # executable writes it in that memory order, into a tensor with the strides
                 # eager would give (not a view: autograd lets the caller modify it in place).
-                memo[o] = exe_output(b.permute(v, perm))
+                memo[o] = exe_output(b.permute(v, perm), o)
                 output_layouts[memo[o][1]] = perm
             return memo[o]
         return ("const", o)
