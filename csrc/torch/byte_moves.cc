@@ -10,14 +10,21 @@
 namespace ember::torch_glue {
 namespace {
 
-bool is_float8(c10::ScalarType t) { return t == at::kFloat8_e4m3fn || t == at::kFloat8_e5m2; }
+// The integer type whose elements have the same bits: uint8 for float8, int64 for complex64
+// (complex128 has no 16-byte integer peer). Undefined for every other dtype.
+std::optional<c10::ScalarType> bits_type(c10::ScalarType t) {
+    if (t == at::kFloat8_e4m3fn || t == at::kFloat8_e5m2) return at::kByte;
+    if (t == at::kComplexFloat) return at::kLong;
+    return std::nullopt;
+}
 
 // Element moves: each output element is one input element's bits (or an index/condition picks
 // which). index_put with accumulate=True adds, so it is checked separately below.
 bool moves_elements(const std::string& name) {
     static const char* const kOps[] = {"aten::cat", "aten::stack", "aten::index", "aten::index_select",
                                        "aten::flip", "aten::roll", "aten::where", "aten::index_put",
-                                       "aten::index_put_", "aten::_index_put_impl_"};
+                                       "aten::index_put_", "aten::_index_put_impl_", "aten::gather",
+                                       "aten::masked_select", "aten::take", "aten::tril", "aten::triu"};
     for (const char* op : kOps)
         if (name == op) return true;
     return false;
@@ -30,16 +37,17 @@ bool holds_data(const std::string& arg) {
 
 }  // namespace
 
-bool run_float8_as_bytes(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+bool run_moves_as_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const auto& schema = op.schema();
     if (!moves_elements(schema.name())) return false;
     const auto& args = schema.arguments();
     const size_t begin = stack->size() - args.size();
     std::optional<c10::ScalarType> dtype;
-    bool all_float8 = true;
+    bool same_kind = true;  // every data tensor of one dtype with a bits type, and no lazy conj/neg
     auto check = [&](const at::Tensor& t) {
         if (!t.defined()) return;
-        if (!is_float8(t.scalar_type()) || (dtype && *dtype != t.scalar_type())) all_float8 = false;
+        if (!bits_type(t.scalar_type()) || (dtype && *dtype != t.scalar_type()) || t.is_conj() || t.is_neg())
+            same_kind = false;
         dtype = t.scalar_type();
     };
     for (size_t i = 0; i < args.size(); ++i) {
@@ -50,23 +58,24 @@ bool run_float8_as_bytes(const c10::OperatorHandle& op, torch::jit::Stack* stack
         else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorVector()) check(t);
         else if (!v.isNone()) return false;
     }
-    if (!dtype || !all_float8) return false;
+    if (!dtype || !same_kind) return false;
+    const c10::ScalarType bits = *bits_type(*dtype);
 
-    std::vector<std::pair<at::Tensor, at::Tensor>> byte_views;  // (uint8 view, caller's tensor)
+    std::vector<std::pair<at::Tensor, at::Tensor>> byte_views;  // (integer view, caller's tensor)
     for (size_t i = 0; i < args.size(); ++i) {
         if (!holds_data(args[i].name())) continue;
         c10::IValue& v = (*stack)[begin + i];
         if (v.isTensor()) {
             const at::Tensor t = v.toTensor();
-            byte_views.emplace_back(t.view(at::kByte), t);
+            byte_views.emplace_back(t.view(bits), t);
             v = c10::IValue(byte_views.back().first);
         } else if (v.isTensorList()) {
             std::vector<at::Tensor> ts = v.toTensorVector();
-            for (auto& t : ts) t = t.view(at::kByte);
+            for (auto& t : ts) t = t.view(bits);
             v = c10::IValue(c10::List<at::Tensor>(ts));
         }
     }
-    // Below autograd, as the fallback itself runs: ember's own kernels for the uint8 views.
+    // Below autograd, as the fallback itself runs: ember's own kernels for the integer views.
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
 
     // A kernel that resized an out= view gave the view new storage: the caller's tensor takes it.

@@ -278,7 +278,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool l
 }  // namespace
 
 void ember_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-    if (run_float8_as_bytes(op, stack)) return;  // a float8 element move: no host round trip
+    if (run_moves_as_bits(op, stack)) return;  // a float8/complex64 element move: no host round trip
     run_on_host(op, stack, false);
 }
 

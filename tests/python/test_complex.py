@@ -268,3 +268,36 @@ def test_compiled_in_place_updates_of_complex_inputs(update, native_only):
     fn(want, d)
     torch.compile(fn, backend="ember")(got, d.to("ember"))
     torch.testing.assert_close(got.cpu(), want)
+
+
+_Z = torch.randn(4, 6, dtype=torch.cfloat, generator=torch.Generator().manual_seed(3))
+ELEMENT_MOVES = {
+    "flip": lambda z: z.flip(0, 1), "roll": lambda z: z.roll((1, -2), (0, 1)), "fftshift": torch.fft.fftshift,
+    "tril": lambda z: z.tril(-1), "triu": lambda z: z.triu(2), "gather": lambda z: z.gather(1, _idx(z, [[0, 5], [2, 2]])),
+    "take": lambda z: z.take(_idx(z, [0, 23, -1])), "masked_select": lambda z: z.masked_select(z.real > 0),
+    "index_select": lambda z: z.index_select(1, _idx(z, [5, 0])), "index": lambda z: z[_idx(z, [3, 1]), 2:],
+    "cat": lambda z: torch.cat([z, z * 2], 1), "stack": lambda z: torch.stack([z, z]), "where": lambda z: torch.where(z.real > 0, z, z * 1j),
+    "index_put": lambda z: z.clone().index_put_((_idx(z, [0, 2]),), z[1]),
+}
+
+
+def _idx(z, values):
+    return torch.tensor(values, device=z.device)
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENT_MOVES))
+def test_complex64_element_moves_run_on_the_device_bit_for_bit(name, native_only):
+    # Ops that only move elements run on int64 views of complex64 data (no CPU fallback).
+    fn = ELEMENT_MOVES[name]
+    torch.testing.assert_close(fn(_Z.to("ember")).cpu(), fn(_Z), rtol=0, atol=0)
+    torch.testing.assert_close(fn(_Z.to("ember").conj()).cpu(), fn(_Z.conj()), rtol=0, atol=0)  # lazy conj
+
+
+def test_complex_element_moves_keep_gradients_and_complex128():
+    z = _Z.clone().requires_grad_()
+    ze = _Z.to("ember").requires_grad_()
+    for t in (z, ze):
+        (t.flip(0).tril().gather(1, _idx(t, [[0, 1]] * 4)).abs() ** 2).sum().backward()
+    torch.testing.assert_close(ze.grad.cpu(), z.grad)
+    w = _Z.to(torch.cdouble)
+    torch.testing.assert_close(w.to("ember").roll(1, 0).triu().cpu(), w.roll(1, 0).triu(), rtol=0, atol=0)
