@@ -1,0 +1,53 @@
+"""What a compiled graph hands back: every returned value is a tensor of its own, even where a
+copy lowers to the value it copies, and values the graph folds to constants (torch.eye) are the
+CPU's own."""
+import pytest
+import torch
+
+import torch_ember  # noqa: F401
+
+
+@pytest.mark.parametrize("n", [100, 256, 1000])
+def test_identity_matrices_of_any_size_compile(n, native_only):
+    # PyTorch's eye decomposition ranges over uint16 from n = 256 (peft's DoRA builds
+    # torch.eye(in_features)); the graph folds eye to a constant with the CPU's own kernel.
+    torch._dynamo.reset()
+
+    def f(x):
+        return x @ torch.eye(x.shape[-1], device=x.device, dtype=x.dtype) + torch.eye(3, n, device=x.device)
+
+    x = torch.randn(3, n)
+    torch.testing.assert_close(torch.compile(f, backend="ember")(x.to("ember")).cpu(), f(x))
+
+
+COPIES = {
+    "clone": lambda y: y.clone(), "clone_detach": lambda y: y.clone().detach(),
+    "to_copy": lambda y: y.to(torch.float32, copy=True), "cat_of_one": lambda y: torch.cat([y]),
+    "pow_1": lambda y: y.pow(1), "empty_pad": lambda y: torch.nn.functional.pad(y, (0, 0)),
+    "copy_into_empty": lambda y: torch.empty_like(y).copy_(y), "squeeze_clone": lambda y: y.squeeze().clone(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPIES))
+def test_a_returned_copy_is_a_tensor_of_its_own(name, native_only):
+    # A copy lowers to its source value; returned next to that source it must still be another
+    # tensor: the same object twice made a mutation of one show in the other, and a detached
+    # copy took the gradient away from the original (a DEQ's hook then re-entered forever).
+    torch._dynamo.reset()
+    copy_of = COPIES[name]
+
+    def f(x):
+        y = x.sin()
+        return y, copy_of(y)
+
+    x = torch.randn(4, requires_grad=True)
+    xe = x.detach().to("ember").requires_grad_()
+    a, c = torch.compile(f, backend="ember")(xe)
+    assert a is not c and a.requires_grad
+    want_a, want_c = f(x)
+    ((a * 2).sum() + (c * 3).sum() * c.requires_grad).backward()
+    ((want_a * 2).sum() + (want_c * 3).sum() * want_c.requires_grad).backward()
+    torch.testing.assert_close(xe.grad.cpu(), x.grad)
+    with torch.no_grad():
+        a.add_(100)
+    torch.testing.assert_close(c.detach().cpu(), want_c.detach())
