@@ -783,4 +783,3 @@ def test_take_with_a_0d_index_compiles():
         torch._dynamo.reset()
         f = torch.compile(torch.take, backend="ember", fullgraph=True)
         torch.testing.assert_close(f(x.to("ember"), i.to("ember")).cpu(), torch.take(x, i))
-
