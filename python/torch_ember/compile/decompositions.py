@@ -29,6 +29,12 @@ KEPT_WHOLE = (aten.embedding.default, aten.embedding_dense_backward.default,
               aten.index_add.default, aten.index_copy.default, aten.binary_cross_entropy.default)
 
 
+# Ops kept whole that a graph folds to constants with the CPU's own kernel. eye's decomposition
+# builds its index ranges in the smallest unsigned dtype that holds n (uint16 from n = 256),
+# which no CPU kernel computes when the graph folds it (peft's DoRA builds torch.eye(in_features)).
+FOLDED_WHOLE = (aten.eye.default, aten.eye.m)
+
+
 @functools.cache
 def decomposition_table() -> dict:
     from torch._decomp import core_aten_decompositions
@@ -43,10 +49,7 @@ def decomposition_table() -> dict:
     # composite traces fine.
     for op in (aten.tensor_split.tensor_indices_or_sections,):
         table.pop(op, None)
-    # eye's decomposition builds its index ranges in the smallest unsigned dtype that holds n
-    # (uint16 from n = 256), which no CPU kernel computes when the graph folds it to a constant;
-    # kept whole, eye folds to the CPU's own identity matrix.
-    for op in (aten.eye.default, aten.eye.m):
+    for op in FOLDED_WHOLE:
         table.pop(op, None)
     # take's (flat[index]) reads a 0-d index as a Python int; indexing by the flattened index
     # keeps it a tensor (negative indices still wrap, out-of-range ones still raise).

@@ -147,12 +147,12 @@ def _overload_of(name: str):
 def rows() -> list:
     """[(op, eager route, registration file, compile route)] for every ATen op that ember
     registers, lowers or decomposes, sorted by name."""
-    from .decompositions import KEPT_WHOLE, decomposition_table
+    from .decompositions import FOLDED_WHOLE, KEPT_WHOLE, decomposition_table
     from .lowering import LOWERINGS
 
     targets = {t for t in LOWERINGS if isinstance(t, torch._ops.OpOverload)}
     targets |= {t for t in decomposition_table() if isinstance(t, torch._ops.OpOverload)}
-    targets |= set(KEPT_WHOLE)
+    targets |= set(KEPT_WHOLE) | set(FOLDED_WHOLE)
     from .. import eager_decompositions
 
     for name in [*_registration_files(), *eager_decompositions.registered]:
