@@ -42,14 +42,12 @@ def decomposition_table() -> dict:
     from .lowering import LOWERINGS
 
     table = dict(core_aten_decompositions().items())
-    for op in (*LOWERINGS, *KEPT_WHOLE):
+    for op in (*LOWERINGS, *KEPT_WHOLE, *FOLDED_WHOLE):
         table.pop(op, None)
     # Python decompositions that read a tensor's value as a Python int: with that value unknown
     # at trace time (a split given as a tensor) they fail the trace, where the op's own C++
     # composite traces fine.
     for op in (aten.tensor_split.tensor_indices_or_sections,):
-        table.pop(op, None)
-    for op in FOLDED_WHOLE:
         table.pop(op, None)
     # take's (flat[index]) reads a 0-d index as a Python int; indexing by the flattened index
     # keeps it a tensor (negative indices still wrap, out-of-range ones still raise).

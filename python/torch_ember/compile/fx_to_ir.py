@@ -271,24 +271,20 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
                 untranslatable.append((op_name(node.target), b.source, str(e)))
                 env[node] = _opaque(b, node, env, str(e))
 
-    exe_outputs = {}  # Val id -> exe output index
-
-    owners = {}  # Val id -> the FX node first returned as it
+    exe_outputs = {}  # Val id -> (exe output index, FX node)
 
     def exe_output(val, node):
         nonlocal num_marked
-        if val.id in exe_outputs and owners[val.id] is not node:
+        first = exe_outputs.get(val.id)  # (output index, the FX node first returned as it)
+        if first is None or first[1] is not node:
             # Another FX value that lowered to the same IR value (a clone or copy lowers to its
-            # source): it is a tensor of its own, so it gets its own output buffer (a copy).
+            # source) is a tensor of its own: it gets its own output buffer (a copy).
             b.g.mark_output(val.id)
             num_marked += 1
+            if first is None:
+                exe_outputs[val.id] = (num_marked - 1, node)
             return ("exe", num_marked - 1)
-        if val.id not in exe_outputs:
-            exe_outputs[val.id] = num_marked
-            owners[val.id] = node
-            num_marked += 1
-            b.g.mark_output(val.id)
-        return ("exe", exe_outputs[val.id])
+        return ("exe", first[0])
 
     def entry(o):
         if isinstance(o, torch.fx.Node):
