@@ -207,3 +207,23 @@ def test_typed_storage_roundtrip():
     y = _roundtrip(s, weights_only=False)
     assert y.device.type == "ember"
     assert y.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("dtype, name", [(torch.float32, "FloatStorage"), (torch.int64, "LongStorage"),
+                                         (torch.bool, "BoolStorage"), (torch.bfloat16, "BFloat16Storage"),
+                                         (torch.complex64, "ComplexFloatStorage")])
+def test_legacy_storage_classes(dtype, name):
+    # What torch.cuda.FloatStorage and friends are for CUDA: storage_type() names them, and
+    # constructing one allocates ember memory of that dtype.
+    cls = getattr(torch.ember, name)
+    x = torch.ones(3, dtype=dtype, device="ember")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TypedStorage is deprecated
+        assert x.storage_type() is cls
+        assert cls.dtype == dtype
+        s = cls(4)
+        assert s.device.type == "ember" and s.dtype == dtype and s.size() == 4
+        wrapped = cls(wrap_storage=x.untyped_storage())
+        assert wrapped.tolist() == x.cpu().tolist()
+        with pytest.raises(RuntimeError, match="from_buffer: not available for ember storage"):
+            cls.from_buffer(b"\0" * 8)

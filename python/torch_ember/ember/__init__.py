@@ -80,3 +80,7 @@ _initialized = True
 OutOfMemoryError = torch.OutOfMemoryError
 
 sys.modules.setdefault("torch.ember.amp", amp)
+
+from .storage import STORAGE_CLASSES as _STORAGE_CLASSES  # noqa: E402
+
+globals().update(_STORAGE_CLASSES)
