@@ -51,3 +51,31 @@ def test_a_returned_copy_is_a_tensor_of_its_own(name, native_only):
     with torch.no_grad():
         a.add_(100)
     torch.testing.assert_close(c.detach().cpu(), want_c.detach())
+
+
+def test_a_returned_detach_shares_memory_as_in_eager(native_only):
+    # detach aliases its input: the compiled graph returns it as a view of the value (no second
+    # buffer, no copy), so an in-place change through one shows in the other, as in eager.
+    # AOTAutograd's forward graphs return `detach(x)` beside `x` for the backward the same way.
+    torch._dynamo.reset()
+
+    def f(x):
+        y = x.sin() * 2
+        return y, y.detach(), y.detach().view(-1)
+
+    xe = torch.randn(3, 4, device="ember", requires_grad=True)
+    a, b, c = torch.compile(f, backend="ember")(xe)
+    assert a.requires_grad and not b.requires_grad and not c.requires_grad
+    assert a.data_ptr() == b.data_ptr() == c.data_ptr()
+    torch.testing.assert_close(b.cpu(), (xe.detach().sin() * 2).cpu())
+    b.mul_(0)
+    assert a.abs().sum().item() == 0 and c.abs().sum().item() == 0
+
+    def loss(x):
+        return torch.nn.functional.cross_entropy(x, torch.arange(3, device=x.device))
+
+    x = torch.randn(3, 5, requires_grad=True)
+    xe = x.detach().to("ember").requires_grad_()
+    torch.compile(loss, backend="ember")(xe).backward()
+    loss(x).backward()
+    torch.testing.assert_close(xe.grad.cpu(), x.grad)

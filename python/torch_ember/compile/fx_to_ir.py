@@ -22,8 +22,11 @@ from .lowering import LOWERINGS
 from .source import node_source
 
 aten = torch.ops.aten
-# Ops whose result aliases their first argument; an output made of these is replayed eagerly.
+# Ops whose result aliases their first argument; an output made of these is replayed eagerly
+# (AOTAutograd's forward returns `detach(x)` beside `x` to save for the backward: replayed, it
+# shares x's memory as in eager, where lowered it would be a second output and a copy).
 VIEW_OPS = {
+    aten.detach.default,
     aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default,
     aten.permute.default, aten.t.default, aten.transpose.int, aten.slice.Tensor, aten.select.int,
     aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default,
