@@ -17,6 +17,7 @@
 #include "byte_moves.h"
 #include "context.h"
 #include "generator.h"
+#include "graph_capture.h"
 
 namespace ember::torch_glue {
 namespace {
@@ -230,6 +231,12 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool l
     const size_t begin = stack->size() - args.size();
     const c10::Device device = op_device(schema, *stack, begin, name);
     c10::DeviceGuard guard(device);
+    if (!library && device.is_privateuseone() && any_capture()) {
+        // Refused here, naming the op, before its copies to the host wait on the device (which a
+        // capture refuses with a message that cannot say which op asked).
+        check_not_capturing(device.index(), ("'" + name + "'").c_str(),
+                            "it has no ember kernel and runs on the CPU fallback, which waits for the device");
+    }
     std::optional<RngRedirect> rng;
     if (!library) rng.emplace(op, *stack, begin, device);
     if (library) synchronize(device_for(device.index()).current_stream());

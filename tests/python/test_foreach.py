@@ -126,6 +126,29 @@ def test_fused_adam_is_native_and_matches_cpu_fused(cls, amsgrad, maximize):
         torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam])
+@pytest.mark.parametrize("lr_device", ["ember", "cpu"])
+def test_fused_adam_with_a_tensor_lr_is_native(cls, lr_device):
+    # Adam(fused=True, lr=tensor) calls the tensor_lr overload: an ember float32 lr is read by the
+    # kernel, a CPU one taken as a number (as CUDA's kernel does); both match a float lr on the CPU.
+    torch.manual_seed(0)
+    cpu = [torch.nn.Parameter(torch.randn(5000)), torch.nn.Parameter(torch.randn(3, 5))]
+    em = [torch.nn.Parameter(p.detach().to("ember")) for p in cpu]
+    kw = dict(weight_decay=0.1, amsgrad=True, fused=True)
+    opt_c = cls(cpu, lr=0.02, **kw)
+    opt_e = cls(em, lr=torch.tensor(0.02, device=lr_device), **kw)
+    torch_ember.reset_fallback_stats()
+    for _ in range(3):
+        for pc, pe in zip(cpu, em):
+            pc.grad = torch.randn(pc.shape)
+            pe.grad = pc.grad.to("ember")
+        opt_c.step()
+        opt_e.step()
+    assert not torch_ember.fallback_report(), str(torch_ember.fallback_report())
+    for pe, pc in zip(em, cpu):
+        torch.testing.assert_close(pe.detach().cpu(), pc.detach(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("cls,amsgrad,maximize", [(torch.optim.AdamW, False, False), (torch.optim.Adam, True, False),
                                                   (torch.optim.AdamW, True, True)])

@@ -81,7 +81,8 @@ def test_a_block_split_inside_the_capture_stays_the_graphs():
 @pytest.mark.parametrize("what,fn,match", [
     ("a read-back", lambda x: (x.sum().item(),), "capturing a graph"),
     ("printing", lambda x: (str(x),), "capturing a graph"),
-    ("a CPU-fallback op", lambda x: (torch.nextafter((x + 1).bfloat16(), x.bfloat16()),), "capturing a graph"),
+    ("a CPU-fallback op", lambda x: (torch.nextafter((x + 1).bfloat16(), x.bfloat16()),),
+     "'aten::nextafter' cannot be captured: it has no ember kernel and runs on the CPU fallback"),
     ("random numbers", lambda x: (torch.rand_like(x),), "random numbers cannot be captured"),
     ("dropout", lambda x: (F.dropout(x, 0.5),), "random numbers cannot be captured"),
 ])
@@ -188,3 +189,32 @@ def test_pool_of_a_graph_and_nested_captures():
                 pass
     a.replay()
     torch.testing.assert_close(y.cpu(), x.cpu() + 1)
+
+
+@pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW])
+def test_a_fused_step_with_a_device_lr_replays_with_the_lr_of_the_moment(cls):
+    # The CUDA-graph recipe for an lr schedule: fused, capturable, lr a device tensor that the
+    # schedule changes in place between replays; the captured kernel reads it when it runs.
+    torch.manual_seed(0)
+    p_cpu = torch.nn.Parameter(torch.randn(1000))
+    p = torch.nn.Parameter(p_cpu.detach().to("ember"))
+    lr = torch.tensor(0.01, device="ember")
+    opt = cls([p], lr=lr, fused=True, capturable=True, weight_decay=0.1)
+    ref = cls([p_cpu], lr=0.01, weight_decay=0.1)
+    grads = [torch.randn(1000) for _ in range(4)]
+    p.grad = grads[0].to("ember")
+    opt.step()  # the warm-up step creates the state outside the graph
+    p_cpu.grad = grads[0]
+    ref.step()
+    g = torch.ember.EmberGraph()
+    with torch.ember.graph(g):
+        opt.step()
+    for i, new_lr in enumerate([0.05, 0.002, 0.02], start=1):
+        lr.fill_(new_lr)
+        p.grad.copy_(grads[i].to("ember"))
+        g.replay()
+        for group in ref.param_groups:
+            group["lr"] = new_lr
+        p_cpu.grad = grads[i]
+        ref.step()
+        torch.testing.assert_close(p.detach().cpu(), p_cpu.detach(), rtol=1e-5, atol=1e-6)

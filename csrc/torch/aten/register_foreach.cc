@@ -351,6 +351,36 @@ EMBER_FUSED_ADAM(fused_adamw_, _fused_adamw_, true)
 EMBER_FUSED_ADAM(fused_adam_, _fused_adam_, false)
 #undef EMBER_FUSED_ADAM
 
+// The tensor-lr form (Adam(fused=True, lr=torch.tensor(...)), the graph-capture recipe for an lr
+// schedule kept on the device): an ember float32 scalar is read by the kernel when it runs, so a
+// captured step follows later changes to it; a CPU lr is a number now, as CUDA's kernel takes it.
+#define EMBER_FUSED_ADAM_TENSOR_LR(fn, op, plain, decoupled)                                                      \
+    void fn(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,       \
+            at::TensorList max_exp_avg_sqs, at::TensorList steps, const at::Tensor& lr, double beta1,             \
+            double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,                           \
+            const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {           \
+        if (lr.is_cpu()) {                                                                                        \
+            return plain(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr.item<double>(), beta1,   \
+                         beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);                     \
+        }                                                                                                         \
+        const bool native_lr = !self.empty() && lr.device() == self[0].device() &&                                \
+                               lr.scalar_type() == at::kFloat && lr.numel() == 1;                                 \
+        if (!native_lr || !native_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad,      \
+                                       grad_scale, found_inf)) {                                                  \
+            return cpu<ATEN_OP2(op, tensor_lr)>(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr,   \
+                                                beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale,   \
+                                                found_inf);                                                       \
+        }                                                                                                         \
+        kernels::AdamArgs args = adam_args(0.0, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled);    \
+        args.lr_ptr = lr.const_data_ptr<float>();                                                                 \
+        args.grad_scale = amp_scalar(grad_scale);                                                                 \
+        args.found_inf = amp_scalar(found_inf);                                                                   \
+        queue_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, args, #op);                        \
+    }
+EMBER_FUSED_ADAM_TENSOR_LR(fused_adamw_tensor_lr_, _fused_adamw_, fused_adamw_, true)
+EMBER_FUSED_ADAM_TENSOR_LR(fused_adam_tensor_lr_, _fused_adam_, fused_adam_, false)
+#undef EMBER_FUSED_ADAM_TENSOR_LR
+
 // ---- AMP loss scaling (torch.amp.GradScaler) ---------------------------------------------------
 
 // The argument checks of PyTorch's CUDA kernels, with their messages.
@@ -423,6 +453,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_amp_update_scale_", amp_update_scale_);
     m.impl("_fused_adamw_", fused_adamw_);
     m.impl("_fused_adam_", fused_adam_);
+    m.impl("_fused_adamw_.tensor_lr", fused_adamw_tensor_lr_);
+    m.impl("_fused_adam_.tensor_lr", fused_adam_tensor_lr_);
     m.impl("_foreach_add_.Scalar", add_scalar_);
     m.impl("_foreach_add_.List", add_list_);
     m.impl("_foreach_mul_.Scalar", mul_scalar_);
