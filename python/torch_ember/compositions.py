@@ -13,7 +13,7 @@ import torch
 from .resample_aa import ops as _resample_aa_ops
 from .fake_quantize import EAGER_ONLY as _FAKE_QUANTIZE_EAGER_ONLY, OPS as _fake_quantize_ops
 from .float_bits import _frexp, _ldexp, _ldexp_, _signbit
-from .fused_sgd import EAGER_ONLY as _FUSED_SGD_EAGER_ONLY, OPS as _fused_sgd_ops
+from .fused_optim import EAGER_ONLY as _FUSED_OPTIM_EAGER_ONLY, OPS as _fused_optim_ops
 from .jagged import OPS as _jagged_ops
 from .linspace import linspace_like_cpu
 from .padding import ops as _padding_ops
@@ -684,7 +684,7 @@ OWN = {
     "_int_mm": _int_mm, "_int_mm.out": _with_out(_int_mm, "out"),
     "binary_cross_entropy.out": _with_out(_binary_cross_entropy, "out"),
     **_fake_quantize_ops,
-    **_fused_sgd_ops,
+    **_fused_optim_ops,
     **_scaled_mm_ops,
     **_segment_ops,
     **_jagged_ops,
@@ -710,4 +710,4 @@ EAGER_ONLY = frozenset({"masked_scatter_", "bernoulli_.Tensor", "multinomial", "
                         "normal.float_Tensor", "cauchy_", "log_normal_", "geometric_", "is_set_to",
                         "linalg_matrix_exp", "rrelu_with_noise", "rrelu_with_noise_", "binary_cross_entropy",
                         "binary_cross_entropy.out"}) | (
-    _FAKE_QUANTIZE_EAGER_ONLY | _FUSED_SGD_EAGER_ONLY | _SEGMENT_EAGER_ONLY)
+    _FAKE_QUANTIZE_EAGER_ONLY | _FUSED_OPTIM_EAGER_ONLY | _SEGMENT_EAGER_ONLY)

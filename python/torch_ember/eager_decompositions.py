@@ -113,7 +113,8 @@ OPS = (
     "tril_indices", "triu_indices", "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_backward",
     "_jagged_to_padded_dense_forward", "_padded_dense_to_jagged_forward", "_int_mm", "_int_mm.out",
     "_scaled_mm", "_scaled_mm.out", "segment_reduce", "_segment_reduce_backward",
-    "glu_jvp", "glu_backward_jvp", "_fused_sgd_", "_fused_sgd_.tensor_lr",
+    "glu_jvp", "glu_backward_jvp", "_fused_sgd_", "_fused_sgd_.tensor_lr", "_fused_adagrad_",
+    "_fused_adagrad_.tensor_lr",
     *(f"_upsample_{mode}2d_aa{suffix}" for mode in ("bilinear", "bicubic")
       for suffix in ("", ".out", "_backward", "_backward.grad_input")),
 )
