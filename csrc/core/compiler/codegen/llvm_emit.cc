@@ -598,22 +598,34 @@ int64_t KernelEmitter::coef(int i, size_t v) const {
     return a < 0 || b < 0 ? -1 : a + b;
 }
 
-// The column form pays when more memory accesses run contiguously along the last outer var than
-// along the innermost inner var (a reduction over leading dims reads [.., kept] rows).
+// The column form pays when fewer memory accesses stride through memory across its lanes (the
+// last outer var) than across the row form's innermost inner var. An access is strided along a
+// var when its coefficient is neither 0 (invariant: a broadcast) nor 1 (contiguous), or when the
+// var sits under a div or mod. Counting strided accesses, not contiguous ones, matters for
+// kernels that also read small per-row values: the weight gradient of a layer norm reads two
+// [rows, cols] tensors down their columns and the rows' mean and rstd, and in the row form the
+// two big reads would each touch a new cache line per element. Ties go to the form with more
+// contiguous accesses along its var.
 int64_t KernelEmitter::choose_lanes() const {
     const size_t no = k_.outer.size(), ni = k_.inner.size();
     if (k_.tail > 0 || no == 0 || ni == 0 || k_.outer.back() < 8) return 0;
     const size_t vo = no - 1, vi = no + ni - 1;
-    int unit_o = 0, unit_i = 0;
+    const bool inner_varies = k_.inner.back() > 1;
+    int unit_o = 0, unit_i = 0, strided_o = 0, strided_i = 0;
     auto count = [&](int addr) {
-        unit_o += coef(addr, vo) == 1;
-        unit_i += k_.inner.back() > 1 && coef(addr, vi) == 1;
+        const int64_t co = coef(addr, vo), ci = coef(addr, vi);
+        unit_o += co == 1;
+        strided_o += co != 0 && co != 1;
+        if (!inner_varies) return;
+        unit_i += ci == 1;
+        strided_i += ci != 0 && ci != 1;
     };
     for (const Expr& x : k_.exprs)
         if (x.kind == Expr::kLoad) count(x.addr);
     for (const Phase& p : k_.phases)
         for (const Store& s : p.stores) count(s.addr);
-    return unit_o > unit_i ? std::min<int64_t>(kLanes, k_.outer.back()) : 0;
+    const bool column = strided_o != strided_i ? strided_o < strided_i : unit_o > unit_i;
+    return column ? std::min<int64_t>(kLanes, k_.outer.back()) : 0;
 }
 
 void KernelEmitter::emit() {
