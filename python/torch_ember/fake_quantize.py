@@ -11,9 +11,23 @@ import torch
 def _fake_quantize(x, inv_scale, scale, zero_point, quant_min, quant_max):
     """The CPU kernel's float arithmetic: q = zero_point + round_half_even(x * inv_scale) in
     float, the output (clamp(q) - zero_point) * scale, the mask whether q was in range."""
-    q = torch.round(x * inv_scale) + zero_point
+    q = _nan_below(torch.round(x * inv_scale) + zero_point)
     mask = (q >= quant_min) & (q <= quant_max)
     return (q.clamp(quant_min, quant_max) - zero_point) * scale, mask
+
+
+def _nan_below(q):
+    """The CPU kernels convert q to an integer before clamping it, which turns NaN into the
+    lowest int64: a NaN input comes out as quant_min, out of range (no gradient), and LSQ counts
+    it below the range. The same here, instead of a NaN that would reach the learned scale."""
+    return torch.where(torch.isnan(q), -math.inf, q)
+
+
+def _check_zero_points(zero_point, quant_min, quant_max):
+    """The CPU's range check of per-channel zero points, on the device: reported at the next
+    synchronizing call (as a failing kernel is), without reading the values back now."""
+    inside = ((zero_point >= quant_min) & (zero_point <= quant_max)).all()
+    torch._assert_async(inside, "`zero_point` must be between `quant_min` and `quant_max`.")
 
 
 def _float32(v: float) -> float:
@@ -33,7 +47,7 @@ def _float32_reciprocal(v: float) -> float:
 
 def _fake_quantize_per_tensor(self, scale, zero_point, quant_min, quant_max):
     """Quantization-aware training's fake quantization (QAT), one scale for the tensor."""
-    if self.dtype != torch.float32 or scale <= 0 or quant_min > quant_max:
+    if self.dtype != torch.float32 or scale <= 0 or quant_min > quant_max or not quant_min <= zero_point <= quant_max:
         return NotImplemented  # the CPU's dtype rule and errors
     scale32 = _float32(scale)
     return _fake_quantize(self, _float32_reciprocal(scale32), scale32, zero_point, quant_min, quant_max)
@@ -56,6 +70,7 @@ def _fake_quantize_per_channel(self, scale, zero_point, axis, quant_min, quant_m
             scale.dim() != 1 or zero_point.shape != scale.shape or not -self.dim() <= axis < self.dim() or \
             self.shape[axis] != scale.numel():
         return NotImplemented
+    _check_zero_points(zero_point, quant_min, quant_max)
     shape = [1] * self.dim()
     shape[axis] = -1
     s = scale.to(torch.float32).reshape(shape)
@@ -85,7 +100,7 @@ def _lsq_gradients(grad, x, s, inv, z, quant_min, quant_max, grad_factor):
     passes where the quantized value is in range; the scale's is (q - x) / s inside the range and
     the range end minus the zero point outside; the zero point's is -s outside."""
     factor = _float32(grad_factor)
-    q = torch.round(z + x * inv)  # the kernels add the zero point before rounding here
+    q = _nan_below(torch.round(z + x * inv))  # the kernels add the zero point before rounding here
     below, above = q < quant_min, q > quant_max
     inside = ~(below | above)
     fq = (q.clamp(quant_min, quant_max) - z) * s

@@ -303,6 +303,49 @@ def test_fake_quantize_with_a_python_scale_compiles():
     assert torch.equal(xe.grad.cpu(), xc.grad)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fake_quantize_refuses_zero_points_out_of_range(compiled):
+    # The CPU raises; a per-channel zero point is checked on the device and reported at the next
+    # synchronizing call (as CUDA reports a failed device assertion), never a silent garbage output.
+    x = torch.randn(4, 3)
+    msg = "`zero_point` must be between `quant_min` and `quant_max`"
+
+    def per_channel(x, zp):
+        return torch.fake_quantize_per_channel_affine(x, torch.full((3,), 0.05, device=x.device), zp, 1, -128, 127)
+
+    fn = torch.compile(per_channel, backend="ember") if compiled else per_channel
+    good = torch.tensor([0, 5, -7], dtype=torch.int32)
+    assert torch.equal(fn(x.to("ember"), good.to("ember")).cpu(), per_channel(x, good))
+    bad = torch.tensor([0, 300, 0], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=msg):
+        per_channel(x, bad)
+    with pytest.raises(RuntimeError, match=msg):
+        fn(x.to("ember"), bad.to("ember")).cpu()
+    assert torch.equal(fn(x.to("ember"), good.to("ember")).cpu(), per_channel(x, good))  # the device works on
+    with pytest.raises(RuntimeError, match=msg):
+        torch.fake_quantize_per_tensor_affine(x.to("ember"), 0.1, -5, 0, 255)
+
+
+def test_fake_quantize_of_nan_comes_out_as_quant_min_like_cpu(native_only):
+    # The CPU converts to an integer before clamping (NaN becomes the lowest value): quant_min,
+    # no gradient, and LSQ counts it below the range, so one NaN does not poison the learned scale.
+    x = torch.tensor([float("nan"), 2.5, -0.3, 40.0])
+    got, want = {}, {}
+    for device, out in (("cpu", want), ("ember", got)):
+        xd = x.clone().to(device).requires_grad_()
+        y = torch.fake_quantize_per_tensor_affine(xd, 0.05, 3, -128, 127)
+        y.sum().backward()
+        out["per_tensor"], out["per_tensor_grad"] = y.detach().cpu(), xd.grad.cpu()
+        xd = x.clone().to(device).requires_grad_()
+        s = torch.tensor([0.05], device=device, requires_grad=True)
+        z = torch.tensor([0.0], device=device, requires_grad=True)
+        y = torch._fake_quantize_learnable_per_tensor_affine(xd, s, z, -128, 127, 1.0)
+        y.sum().backward()
+        out["lsq"], out["lsq_grads"] = y.detach().cpu(), [t.grad.cpu() for t in (xd, s, z)]
+    for key in want:
+        torch.testing.assert_close(got[key], want[key])
+
+
 @pytest.mark.parametrize("dim", [-1, 1])
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_glu_forward_mode_and_hessian_match_cpu(dim, compiled, native_only):
