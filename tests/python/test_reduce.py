@@ -176,3 +176,26 @@ def test_sum_with_an_integer_dtype_truncates_each_float_first(compiled):
     run = torch.compile(fn, backend="ember") if compiled else fn
     for got, want in zip(run(x.to("ember")), fn(x)):
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dim", [-1, 0, 1, (0, 2), None])
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_variance_two_pass_matches_cpu(dtype, dim, correction):
+    # Rows long enough for the vectorized passes and their tails, values far from zero (where a
+    # one-pass sum of squares would cancel), and rows holding inf, NaN or a single value.
+    g = torch.Generator().manual_seed(2)
+    x = (torch.randn(6, 37, 133, generator=g) * 0.01 + 1000).to(dtype)
+    # std_mean's mean of a row holding inf is inf here, NaN on the CPU (its Welford update
+    # subtracts inf from inf); the plain mean is inf on both. Checked without the inf.
+    same_outcome(lambda t: torch.std_mean(t, dim=dim, correction=correction, keepdim=True), x)
+    x[1, 3, 5] = float("inf")
+    x[2, 4, 7] = float("nan")
+    same_outcome(lambda t: torch.var(t, dim=dim, correction=correction), x)
+    same_outcome(lambda t: torch.var(t, dim=dim, correction=correction), x[:, :1, :1])
+    if dtype == torch.float32:
+        exact = x.double()
+        got = torch.var(x.to("ember"), dim=dim, correction=correction).cpu().double()
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], torch.var(exact, dim=dim, correction=correction)[finite],
+                                   rtol=1e-6, atol=1e-9)

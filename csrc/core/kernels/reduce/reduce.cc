@@ -45,6 +45,40 @@ EMBER_SIMD_CLONES double contiguous_sum_f64(const double* p, int64_t n) {
     return s;
 }
 
+// The second pass of a variance: the sums of d and d * d for d = x - shift, in double. With the
+// shift near the mean, m2 = sum(d^2) - sum(d)^2 / n is exact to double rounding even when the
+// shift is off by the rounding of a float32 first pass (whose error would otherwise add n times
+// its square to m2). One function per type so that each gets the SIMD clones.
+template <typename T>
+inline void shifted_sums(const T* p, int64_t n, double shift, double* sum, double* sum_sq) {
+    double acc[8] = {}, acc2[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) {
+            const double d = static_cast<double>(p[i + j]) - shift;
+            acc[j] += d;
+            acc2[j] += d * d;
+        }
+    double s = 0, s2 = 0;
+    for (int j = 0; j < 8; ++j) {
+        s += acc[j];
+        s2 += acc2[j];
+    }
+    for (; i < n; ++i) {
+        const double d = static_cast<double>(p[i]) - shift;
+        s += d;
+        s2 += d * d;
+    }
+    *sum = s;
+    *sum_sq = s2;
+}
+EMBER_SIMD_CLONES void contiguous_shifted_sums(const float* p, int64_t n, double shift, double* s, double* s2) {
+    shifted_sums(p, n, shift, s, s2);
+}
+EMBER_SIMD_CLONES void contiguous_shifted_sums(const double* p, int64_t n, double shift, double* s, double* s2) {
+    shifted_sums(p, n, shift, s, s2);
+}
+
 // Merges reduced dims that are contiguous with each other (and drops size-1 ones), so a
 // reduction over a dense block walks one long stride-1 run.
 TensorView coalesce_reduced(const TensorView& in, int kept) {
@@ -194,15 +228,37 @@ Partial reduce_range(ReduceOp op, const char* base, const ReduceArgs& a, int64_t
             r.i = 1;
             walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) { r.i &= detail::as_double(v) != 0; });
             break;
-        case ReduceOp::kVar: case ReduceOp::kStd:
+        case ReduceOp::kVar: case ReduceOp::kStd: {
+            // Two passes over the range, a mean and then the deviations from it (shifted_sums),
+            // in double: as accurate as a Welford update, without its division per element (a
+            // latency chain ~20x slower than these sums). Ranges combine by Chan's formula.
+            const int64_t n = end - begin;
+            if (n <= 0) break;
+            r.count = n;
+            const double dn = static_cast<double>(n);
+            double shift = 0, s = 0, s2 = 0;
+            if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+                if (a.in.ndim == a.kept + 1 && a.in.strides[a.in.ndim - 1] == 1) {
+                    const T* p = reinterpret_cast<const T*>(base) + begin;
+                    if constexpr (std::is_same_v<T, float>) shift = contiguous_sum_f32(p, n) / dn;
+                    else shift = contiguous_sum_f64(p, n) / dn;
+                    contiguous_shifted_sums(p, n, shift, &s, &s2);
+                    r.mean = shift + s / dn;
+                    r.m2 = s2 - s * (s / dn);
+                    break;
+                }
+            }
+            walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) { shift += detail::as_double(v); });
+            shift /= dn;
             walk<T>(base, a.in, a.kept, begin, end, [&](T v, int64_t) {
-                double x = detail::as_double(v);
-                r.count += 1;
-                double delta = x - r.mean;
-                r.mean += delta / static_cast<double>(r.count);
-                r.m2 += delta * (x - r.mean);
+                const double d = detail::as_double(v) - shift;
+                s += d;
+                s2 += d * d;
             });
+            r.mean = shift + s / dn;
+            r.m2 = s2 - s * (s / dn);
             break;
+        }
     }
     r.count = op == ReduceOp::kVar || op == ReduceOp::kStd ? r.count : end - begin;
     return r;
@@ -294,9 +350,12 @@ void finish(ReduceOp op, const Partial& r, const ReduceArgs& a, char* out, char*
 // the backward of an expand (GQA's repeated key/value heads). For each index of the other kept
 // dims, whole rows of the reduced positions are added into a vector of double accumulators,
 // which vectorizes across the outputs instead of striding through memory once per output.
+// Variances and standard deviations over the same dims take two such sweeps, the column means
+// and then the squared deviations from them (as the per-row two-pass variance does).
 template <typename T>
 bool try_column_sum(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool) {
-    if (op != ReduceOp::kSum && op != ReduceOp::kMean) return false;
+    const bool var = op == ReduceOp::kVar || op == ReduceOp::kStd;
+    if (op != ReduceOp::kSum && op != ReduceOp::kMean && !(var && !std::is_integral_v<T>)) return false;
     if (a.kept < 1 || a.in.ndim <= a.kept) return false;
     const int ck = a.kept - 1;  // the kept dim along memory
     if (a.in.strides[ck] != 1 || a.in.sizes[ck] < 4) return false;
@@ -313,6 +372,7 @@ bool try_column_sum(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool)
     auto body = [&](int64_t t0, int64_t t1) {
         std::vector<double> acc(static_cast<size_t>(cw));
         std::vector<int64_t> iacc(static_cast<size_t>(cw));
+        std::vector<double> m2, dev;
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t o = t / chunks, c0 = (t % chunks) * cw, c1 = std::min(width, c0 + cw);
             const T* base = static_cast<const T*>(a.in.data) + c0;
@@ -325,20 +385,47 @@ bool try_column_sum(ReduceOp op, const ReduceArgs& a, runtime::ThreadPool* pool)
             }
             std::fill(acc.begin(), acc.end(), 0.0);
             std::fill(iacc.begin(), iacc.end(), 0);
-            int64_t idx[kMaxDims] = {};
             const int64_t n = c1 - c0;
-            for (int64_t r = 0; r < reduced; ++r) {
-                const T* row = base;
-                for (int d = 0; d < nr; ++d) row += idx[d] * a.in.strides[a.kept + d];
+            auto each_row = [&](auto&& f) {
+                int64_t idx[kMaxDims] = {};
+                for (int64_t r = 0; r < reduced; ++r) {
+                    const T* row = base;
+                    for (int d = 0; d < nr; ++d) row += idx[d] * a.in.strides[a.kept + d];
+                    f(row);
+                    for (int d = nr - 1; d >= 0; --d) {
+                        if (++idx[d] < a.in.sizes[a.kept + d]) break;
+                        idx[d] = 0;
+                    }
+                }
+            };
+            each_row([&](const T* row) {
                 if constexpr (std::is_integral_v<T>) {
                     for (int64_t c = 0; c < n; ++c) iacc[c] += static_cast<int64_t>(row[c]);
                 } else {
                     for (int64_t c = 0; c < n; ++c) acc[c] += detail::as_double(row[c]);
                 }
-                for (int d = nr - 1; d >= 0; --d) {
-                    if (++idx[d] < a.in.sizes[a.kept + d]) break;
-                    idx[d] = 0;
+            });
+            if (var) {
+                if (m2.empty()) m2.resize(static_cast<size_t>(cw));
+                std::fill(m2.begin(), m2.end(), 0.0);
+                if (dev.empty()) dev.resize(static_cast<size_t>(cw));
+                std::fill(dev.begin(), dev.end(), 0.0);
+                const double dn = static_cast<double>(reduced);
+                for (int64_t c = 0; c < n; ++c) acc[c] /= dn;  // the means, the shifts of the second pass
+                each_row([&](const T* row) {
+                    for (int64_t c = 0; c < n; ++c) {
+                        const double d = detail::as_double(row[c]) - acc[c];
+                        dev[c] += d;
+                        m2[c] += d * d;
+                    }
+                });
+                const double denom = std::max(0.0, dn - a.correction);
+                for (int64_t c = 0; c < n; ++c) {
+                    const double v = (m2[c] - dev[c] * (dev[c] / dn)) / denom;  // 0/0 -> NaN as in PyTorch
+                    store_value(out + c * a.out.strides[ck] * out_es, op == ReduceOp::kStd ? std::sqrt(v) : v,
+                                a.out.dtype);
                 }
+                continue;
             }
             for (int64_t c = 0; c < n; ++c) {
                 char* dst = out + c * a.out.strides[ck] * out_es;
