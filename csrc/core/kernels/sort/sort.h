@@ -5,7 +5,9 @@
 // The order is PyTorch CPU's: NaN compares larger than every number (NaNs equal each other),
 // -0.0 equals 0.0, bool/Half/BFloat16 compare by value. Equal elements keep their input order in
 // both directions (a stable sort), so values and indices are fully determined by the input and a
-// pool changes only the speed. Slices [o, :, k] split across the pool; one slice is never split,
+// pool changes only the speed. For topk among equal values that means the lowest indices; the
+// CPU's partial sort picks among ties in no documented order (PyTorch leaves it unspecified), so
+// topk's indices may differ from the CPU's there while its values agree. Slices [o, :, k] split across the pool; one slice is never split,
 // so a single long sort runs on one thread.
 //
 // Errors: views that are not 3-d, shape or dtype mismatches and indices that are not int64 are
