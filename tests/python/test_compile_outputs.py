@@ -79,3 +79,68 @@ def test_a_returned_detach_shares_memory_as_in_eager(native_only):
     torch.compile(loss, backend="ember")(xe).backward()
     loss(x).backward()
     torch.testing.assert_close(xe.grad.cpu(), x.grad)
+
+
+SPLITS = {"chunk": lambda y: y.chunk(2)[1], "split_sizes": lambda y: y.split([1, 3])[1],
+          "unbind": lambda y: y.unbind(0)[2], "unbind_columns": lambda y: y.view(2, 2).unbind(1)[1]}
+
+
+@pytest.mark.parametrize("name", sorted(SPLITS))
+def test_pieces_of_split_and_unbind_are_views_as_in_eager(name, native_only):
+    # An output taken from chunk/split/unbind is a view of the value it splits (replayed on it),
+    # not a copy: a change through one shows in the other, with eager's strides.
+    torch._dynamo.reset()
+    piece = SPLITS[name]
+
+    def f(x):
+        y = x * 2
+        return y, piece(y)
+
+    x = torch.arange(4.0)
+    want_y, want_p = f(x)
+    got_y, got_p = torch.compile(f, backend="ember")(x.to("ember"))
+    assert got_p.stride() == want_p.stride()
+    assert got_p.untyped_storage().data_ptr() == got_y.untyped_storage().data_ptr()
+    want_y.add_(100)
+    got_y.add_(100)
+    torch.testing.assert_close(got_p.cpu(), want_p)
+
+
+def test_chunks_of_a_parameter_stay_its_views(native_only):
+    torch._dynamo.reset()
+    w = torch.arange(4.0, device="ember").requires_grad_()
+    q, k = torch.compile(lambda w: w.chunk(2), backend="ember")(w)
+    assert q._base is w and k._base is w
+    with torch.no_grad():
+        k.zero_()
+    assert w.tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_results_of_cpu_scalars_alone_come_back_on_the_cpu(native_only):
+    # Eager mode computes s * 2 for a CPU 0-d tensor s on the CPU, even beside ember tensors.
+    torch._dynamo.reset()
+
+    def f(x, s):
+        return x * s, s * 2, (s + 1).view(1)
+
+    x, s = torch.randn(3, device="ember"), torch.tensor(1.5)
+    got, want = torch.compile(f, backend="ember")(x, s), f(x, s)
+    assert [t.device for t in got] == [t.device for t in want]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w.cpu())
+
+
+def test_in_place_update_of_an_inference_tensor_is_refused_as_in_eager():
+    torch._dynamo.reset()
+
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    with torch.inference_mode():
+        x = torch.ones(3, device="ember")
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        torch.compile(f, backend="ember")(x)
+    assert x.tolist() == [1.0, 1.0, 1.0]
+    with torch.inference_mode():
+        torch.testing.assert_close(torch.compile(f, backend="ember")(x).cpu(), torch.full((3,), 4.0))

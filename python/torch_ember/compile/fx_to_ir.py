@@ -35,6 +35,24 @@ VIEW_OPS = {
 }
 
 
+# Ops that return several views of their first argument; an output taken from their result by
+# getitem is replayed as the op and the getitem.
+MULTI_VIEW_OPS = {aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int}
+
+
+def _view_step(node):
+    """The view ops from `node` back to the tensor it views, innermost first, and that tensor;
+    ([], node) when node is no view."""
+    if not isinstance(node, torch.fx.Node):
+        return [], node
+    if node.target in VIEW_OPS:
+        return [node], node.args[0]
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and \
+            node.args[0].target in MULTI_VIEW_OPS:
+        return [node, node.args[0]], node.args[0].args[0]
+    return [], node
+
+
 def op_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
@@ -197,6 +215,9 @@ class Translation:
     # Executable output index -> the dim order it is written in (outermost first), for results
     # traced in a dense layout other than row-major; the caller gets them in that layout.
     output_layouts: dict = field(default_factory=dict)
+    # Positions in `results` that eager mode returns on the CPU (computed from CPU scalar inputs
+    # only): the executable computes them on the device and the caller gets them back on the CPU.
+    cpu_results: list = field(default_factory=list)
 
 
 def _ir_dtypes(node) -> bool:
@@ -240,12 +261,16 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
     # Outputs that are view chains: replayed on their base, which must then be an IR output.
     view_chains = {}
     for o in out_list:
-        if isinstance(o, torch.fx.Node) and o.target in VIEW_OPS:
-            chain, base = [], o
-            while isinstance(base, torch.fx.Node) and base.target in VIEW_OPS:
-                chain.append(base)
-                base = base.args[0]
-            view_chains[o] = (base, list(reversed(chain)))
+        chain, base = _view_step(o)
+        if not chain:
+            continue
+        while True:
+            more, below = _view_step(base)
+            if not more:
+                break
+            chain += more
+            base = below
+        view_chains[o] = (base, list(reversed(chain)))
 
     ph_index = {p: i for i, p in enumerate(placeholders)}
     fx_nodes = 0
@@ -318,5 +343,9 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
 
     memo, output_layouts = {}, {}
     results = [entry(o) for o in out_list]
+    cpu_results = [i for i, o in enumerate(out_list) if results[i][0] in ("exe", "view") and
+                   isinstance(o, torch.fx.Node) and isinstance(o.meta.get("val"), torch.Tensor) and
+                   o.meta["val"].device.type == "cpu"]
     return Translation(b, positions, strides_used, to_device, dtypes, results, tuple_output,
-                       num_marked, fx_nodes, untranslatable, output_layouts=output_layouts)
+                       num_marked, fx_nodes, untranslatable, output_layouts=output_layouts,
+                       cpu_results=cpu_results)

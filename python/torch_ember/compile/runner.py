@@ -34,7 +34,7 @@ class CompiledGraph:
             "tape": tr.builder.g.tape if exe is not None else None,
             "meta": (tr.input_positions, tr.input_strides, tr.input_to_device, tr.input_dtypes,
                      [_encode_result(r) for r in tr.results], tr.tuple_output, tr.num_exe_outputs,
-                     tr.output_layouts),
+                     tr.output_layouts, tr.cpu_results),
         }
 
     @classmethod
@@ -45,9 +45,10 @@ class CompiledGraph:
 
         positions, strides, to_device, dtypes, results, tuple_output, n_out, *rest = state["meta"]
         layouts = rest[0] if rest else {}  # an entry written before layouts were kept
+        cpu_results = rest[1] if len(rest) > 1 else []
         tr = Translation(None, positions, [tuple(s) for s in strides], to_device, dtypes,
                          [_decode_result(r) for r in results], tuple_output, n_out,
-                         cache_key=state["cache_key"], output_layouts=layouts)
+                         cache_key=state["cache_key"], output_layouts=layouts, cpu_results=cpu_results)
         exe = None
         if state["tape"] is not None:
             cache = settings.cache_dir()
@@ -85,7 +86,8 @@ class CompiledGraph:
                     for j, d in enumerate(perm):
                         shape[d], layout[d] = sizes[j], strides[j]
                     self._alloc.append((tuple(shape), tuple(layout), dtype))
-        self._simple = all(r[0] == "exe" for r in tr.results)
+        self._cpu_results = tr.cpu_results
+        self._simple = all(r[0] == "exe" for r in tr.results) and not tr.cpu_results
         # Executable outputs that views are replayed on, with the strides they were traced with.
         self._restride = {r[1][1]: r[3] for r in tr.results
                           if r[0] == "view" and len(r) > 3 and r[3] is not None and r[1][0] == "exe"}
@@ -99,6 +101,15 @@ class CompiledGraph:
 
     def __call__(self, *args):
         ins = [args[i] for i in self._positions]
+        if self._written and not torch.is_inference_mode_enabled():
+            for i in self._written:
+                if ins[i].is_inference():
+                    # The check eager mode's in-place op makes (the executable writes the
+                    # memory itself, so no op of the input goes through the dispatcher).
+                    raise RuntimeError(
+                        "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+                        "clone to get a normal tensor before doing inplace update.See "
+                        "https://github.com/pytorch/rfcs/pull/17 for more details.")
         copied = []
         for i in self._move:
             # A CPU input (an optimizer's step count) runs from a device copy; one the graph
@@ -165,6 +176,8 @@ class CompiledGraph:
             res = [outs[i] for i in self._exe_index]
         else:
             res = [self._result(r, args, outs) for r in self.tr.results]
+            for i in self._cpu_results:
+                res[i] = res[i].cpu()  # eager mode's device for what CPU scalars alone compute
         return res if self.tr.tuple_output else res[0]
 
     def _use_variant(self, ins, strides):
