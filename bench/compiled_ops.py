@@ -7,38 +7,16 @@ faster). The machine (CPU, flags, load average) is recorded with the numbers.
     python bench/compiled_ops.py [--no-inductor] [case ...]
 """
 import json
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 import torch_ember
 from torch_ember.bench.machine import describe
 
+from ops import timed  # bench/ops.py: the same timing loop
+
 N, C, V = 4096, 1024, 8192  # rows, width, classes
-
-
-def timed(fn, sync, reps=7, min_time=0.05):
-    fn()
-    sync()
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        sync()
-        if time.perf_counter() - t0 > min_time / 4 or n > 10000:
-            break
-        n *= 4
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        sync()
-        times.append((time.perf_counter() - t0) / n)
-    return statistics.median(times)
 
 
 def inputs(device):

@@ -51,12 +51,19 @@ def _amp(found_inf):
     return skip, store
 
 
-def _unscaled(g, acc, grad_scale, store):
+def _gradient(p, g, acc, grad_scale, store, maximize, weight_decay):
+    """The fused kernels' common start: the gradient unscaled (and written back), negated for
+    maximize, plus the weight decay; returns it and the parameter, both in `acc`."""
     gf = g.to(acc)
     if grad_scale is not None:
         gf = gf / grad_scale.to(acc)
         store(g, gf)
-    return gf
+    if maximize:
+        gf = gf.neg()
+    pf = p.to(acc)
+    if weight_decay != 0:
+        gf = gf + pf * weight_decay
+    return gf, pf
 
 
 def _fused_sgd_(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening, nesterov, maximize,
@@ -70,12 +77,7 @@ def _fused_sgd_(params, grads, momentum_buffer_list, *, weight_decay, momentum, 
     skip, store = _amp(found_inf)
     lr = lr.to(device=device, dtype=acc) if isinstance(lr, torch.Tensor) else lr
     for i, (p, g) in enumerate(zip(params, grads)):
-        gf = _unscaled(g, acc, grad_scale, store)
-        if maximize:
-            gf = gf.neg()
-        pf = p.to(acc)
-        if weight_decay != 0:
-            gf = gf + pf * weight_decay
+        gf, pf = _gradient(p, g, acc, grad_scale, store, maximize, weight_decay)
         if momentum != 0:
             buf = momentum_buffer_list[i]
             if is_first_step:
@@ -101,12 +103,7 @@ def _fused_adagrad_(params, grads, state_sums, state_steps, *, lr, lr_decay, wei
     _, store = _amp(found_inf)
     lr = lr.to(device=device, dtype=torch.float64) if isinstance(lr, torch.Tensor) else lr
     for p, g, state_sum, step in zip(params, grads, state_sums, state_steps):
-        gf = _unscaled(g, acc, grad_scale, store)
-        if maximize:
-            gf = gf.neg()
-        pf = p.to(acc)
-        if weight_decay != 0:
-            gf = gf + pf * weight_decay
+        gf, pf = _gradient(p, g, acc, grad_scale, store, maximize, weight_decay)
         # The CPU kernel computes the step's lr in double on the host, then rounds it.
         clr = (lr / (1.0 + (step.to(torch.float64) - 1.0) * lr_decay)).to(acc)
         total = state_sum.to(acc) + gf * gf
