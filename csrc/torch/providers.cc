@@ -87,18 +87,53 @@ bool native_half(c10::ScalarType t) {
 // An operand as the library computes it: as stored, or widened (exactly) to float32 where the CPU
 // has no native arithmetic for its 16-bit type; the result is rounded once when copied into the
 // 16-bit output. An operand broadcast over its first dim (stride 0) is widened once.
-at::Tensor compute_operand(const at::Tensor& t) {
-    if (native_half(t.scalar_type())) return t;
+at::Tensor compute_operand(const at::Tensor& t, bool widen = false) {
+    if (!widen && native_half(t.scalar_type())) return t;
     if (t.dim() > 0 && t.size(0) > 1 && t.stride(0) == 0) {
         return t[0].to(at::kFloat).unsqueeze(0).expand(t.sizes());
     }
     return t.to(at::kFloat);
 }
 
+// Whether some element of a bfloat16 view is inf or NaN (all exponent bits set).
+bool has_non_finite_bf16(const kernels::TensorView& v) {
+    if (v.dtype != kernels::DType::kBFloat16 || v.numel() == 0) return false;
+    const auto* base = static_cast<const uint16_t*>(v.data);
+    const int last = v.ndim - 1;
+    const int64_t n = last >= 0 ? v.sizes[last] : 1, step = last >= 0 ? v.strides[last] : 1;
+    int64_t rows = 1;
+    for (int d = 0; d < last; ++d) rows *= v.sizes[d];
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t off = 0, rest = r;
+        for (int d = last - 1; d >= 0; --d) {
+            off += (rest % v.sizes[d]) * v.strides[d];
+            rest /= v.sizes[d];
+        }
+        const uint16_t* p = base + off;
+        uint16_t any = 0;
+        if (step == 1) {
+            for (int64_t i = 0; i < n; ++i) any |= static_cast<uint16_t>((p[i] & 0x7f80) == 0x7f80);
+        } else {
+            for (int64_t i = 0; i < n; ++i) any |= static_cast<uint16_t>((p[i * step] & 0x7f80) == 0x7f80);
+        }
+        if (any) return true;
+    }
+    return false;
+}
+
+// oneDNN's bfloat16 kernels (AMX / AVX512-BF16) read past the end of a row of A when K is not a
+// multiple of their block and multiply the extra values by zeros: a NaN or inf at the start of
+// row i of A turned row i-1 of C into NaN (17 x 80 @ 80 x 19), and likewise neighbouring pixels
+// of some convolutions (3 or 7 input channels, 3x3 or 7x7 kernels). Operands holding inf or NaN
+// therefore take the widened float32 path, which has no such reads; finite ones, the fast one.
+bool leaks_non_finite(const kernels::TensorView& a, const kernels::TensorView& b) {
+    return has_non_finite_bf16(a) || has_non_finite_bf16(b);
+}
+
 // C = beta C + alpha A B with A and B widened: the products accumulate in float32 (as every
 // 16-bit GEMM's do) and C rounds once to its 16-bit type.
 void widened_gemm(const kernels::GemmArgs& g, const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-    at::Tensor af = compute_operand(a), bf = compute_operand(b);
+    at::Tensor af = compute_operand(a, true), bf = compute_operand(b, true);
     at::Tensor cf = g.beta == 0 ? at::bmm(af, bf) : c.to(at::kFloat).baddbmm_(af, bf, g.beta, g.alpha);
     if (g.beta == 0 && g.alpha != 1) cf.mul_(g.alpha);
     c.copy_(cf);
@@ -111,7 +146,7 @@ Status libtorch_gemm(const kernels::GemmArgs& g) {
     set_team(1);
     try {
         at::Tensor a = host_alias(g.a), b = host_alias(g.b), c = host_alias(g.c);
-        if (!native_half(a.scalar_type())) {
+        if (!native_half(a.scalar_type()) || leaks_non_finite(g.a, g.b)) {
             widened_gemm(g, a, b, c);
             return Status();
         }
@@ -146,8 +181,10 @@ Status libtorch_conv(const kernels::ConvArgs& a) {
     else team_for_conv(conv_flops(a.out, a.weight));
     try {
         const auto& p = a.params;
-        at::Tensor bias = a.bias.data ? compute_operand(host_alias(a.bias)) : at::Tensor();
-        at::Tensor r = at::convolution(compute_operand(host_alias(a.input)), compute_operand(host_alias(a.weight)),
+        const bool widen = leaks_non_finite(a.input, a.weight);
+        at::Tensor bias = a.bias.data ? compute_operand(host_alias(a.bias), widen) : at::Tensor();
+        at::Tensor r = at::convolution(compute_operand(host_alias(a.input), widen),
+                                       compute_operand(host_alias(a.weight), widen),
                                        bias, vec(p.stride, p.spatial), vec(p.padding, p.spatial),
                                        vec(p.dilation, p.spatial), p.transposed, vec(p.output_padding, p.spatial),
                                        p.groups);
@@ -168,9 +205,10 @@ Status libtorch_conv_backward(const kernels::ConvBackwardArgs& a) {
                                     a.grad_bias.data != nullptr};
         std::vector<int64_t> bias_sizes;
         if (mask[2]) bias_sizes = {a.grad_bias.sizes[0]};
+        const bool widen = leaks_non_finite(a.grad_out, a.input) || has_non_finite_bf16(a.weight);
         auto [gi, gw, gb] = at::convolution_backward(
-            compute_operand(host_alias(a.grad_out)), compute_operand(host_alias(a.input)),
-            compute_operand(host_alias(a.weight)), bias_sizes, vec(p.stride, p.spatial), vec(p.padding, p.spatial),
+            compute_operand(host_alias(a.grad_out), widen), compute_operand(host_alias(a.input), widen),
+            compute_operand(host_alias(a.weight), widen), bias_sizes, vec(p.stride, p.spatial), vec(p.padding, p.spatial),
             vec(p.dilation, p.spatial), p.transposed, vec(p.output_padding, p.spatial), p.groups, mask);
         if (mask[0]) host_alias(a.grad_input).copy_(gi);
         if (mask[1]) host_alias(a.grad_weight).copy_(gw);

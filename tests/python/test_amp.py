@@ -2,6 +2,7 @@
 (unscale-and-check, scale update) run natively, so no gradient leaves the device."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_ember
 from torch_ember import fallback_report
@@ -184,3 +185,26 @@ def test_fourier_transforms_run_in_float32_under_autocast_like_cpu():
         assert h.dtype == torch.bfloat16 and spectrum.dtype == torch.complex64 and y.dtype == torch.float32
         results.append(y.cpu())
     torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_cross_entropy_runs_in_float32_under_autocast_like_cpu(compiled):
+    """bfloat16 logits under autocast: the loss and its gradient come from a float32
+    log-softmax, as on the CPU (CUDA's policy would round the log-probabilities to bfloat16)."""
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(64, 32, generator=g), torch.randn(32, 1000, generator=g) / 6
+    target = torch.randint(0, 1000, (64,), generator=g)
+
+    def loss_fn(x, w, t):
+        return F.cross_entropy(x @ w, t, label_smoothing=0.1)
+
+    results = []
+    for device, fn in (("cpu", loss_fn), ("ember", torch.compile(loss_fn, backend="ember") if compiled else loss_fn)):
+        we = w.detach().clone().to(device).requires_grad_()
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = fn(x.to(device), we, target.to(device))
+        loss.backward()
+        assert loss.dtype == torch.float32
+        results.append((loss.detach().cpu(), we.grad.cpu()))
+    torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-2, atol=1e-4)

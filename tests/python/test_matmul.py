@@ -204,3 +204,40 @@ def test_baddbmm_dtype_mismatch_message_is_the_cpus():
         torch.baddbmm(*args)
     with pytest.raises(RuntimeError, match=str(cpu_err.value).split(",")[0]):
         torch.baddbmm(*(a.to("ember") for a in args))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("m, k, n", [(17, 33, 19), (33, 80, 19), (300, 144, 64), (4096, 40, 8)])
+def test_non_finite_stays_in_its_row(dtype, m, k, n, no_fallback):
+    """A NaN or inf in one row of A leaves the other rows finite (the float64 product decides
+    which rows are NaN). oneDNN's 16-bit kernels spread it to the row above for many K."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(k, n, generator=g).to(dtype)
+    a[1, 0], a[m // 2, k // 3], a[m - 1, 0] = float("nan"), float("inf"), float("-inf")
+    want = torch.mm(a.double(), b.double())
+    for got in (torch.mm(a.to("ember"), b.to("ember")),
+                torch.nn.functional.linear(a.to("ember"), b.t().contiguous().to("ember")),
+                torch.bmm(a.to("ember").expand(2, m, k), b.to("ember").expand(2, k, n))[1]):
+        assert torch.equal(got.cpu().isnan().any(1), want.isnan().any(1))
+        finite = want.isfinite().all(1)
+        _close(got[finite.to("ember")], want[finite].to(dtype), dtype)
+
+
+@pytest.mark.parametrize("cin, ks", [(3, 3), (3, 7), (7, 3), (48, 1)])
+def test_non_finite_conv_stays_in_its_pixels(cin, ks, no_fallback):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, cin, 8, 8, generator=g).to(torch.bfloat16)
+    w = torch.randn(16, cin, ks, ks, generator=g).to(torch.bfloat16)
+    x[1, 0, 3, 3], x[0, cin - 1, 5, 0] = float("nan"), float("inf")
+    want = torch.nn.functional.conv2d(x.double(), w.double(), padding=ks // 2)
+    got = torch.nn.functional.conv2d(x.to("ember"), w.to("ember"), padding=ks // 2)
+    assert torch.equal(got.cpu().isnan(), want.isnan())
+    # Backward: a NaN in the output gradient reaches only the inputs under that pixel's window.
+    grad = torch.ones(want.shape, dtype=torch.bfloat16)
+    grad[0, 2, 4, 4] = float("nan")
+    args = ([1, 1], [ks // 2] * 2, [1, 1], False, [0, 0], 1, [True, True, False])
+    want_gi, want_gw, _ = torch.ops.aten.convolution_backward(grad.double(), x.double(), w.double(), None, *args)
+    gi, gw, _ = torch.ops.aten.convolution_backward(grad.to("ember"), x.to("ember"), w.to("ember"), None, *args)
+    assert torch.equal(gi.cpu().isnan(), want_gi.isnan())
+    assert torch.equal(gw.cpu().isnan(), want_gw.isnan())
