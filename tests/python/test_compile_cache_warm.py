@@ -137,7 +137,12 @@ def test_recompile_after_load_and_graph_breaks(dirs, tmp_path):
     cold = run(dirs, tmp_path, T_BREAK="1", T_NEWSHAPE="1")
     warm = run(dirs, tmp_path, T_BREAK="1", T_NEWSHAPE="1")
     assert warm["loaded"] == 1 and warm["warm_graphs"] >= 2
-    same(cold, warm)  # includes the loss of the recompiled shape
+    # The loaded graphs compute exactly what the cold ones did. The new shape is another story:
+    # the cold process runs a new size's first call eagerly, the warm one through a compiled
+    # graph, whose sums may be grouped differently (a last-bit difference on CPUs whose eager
+    # kernels use wider vectors than the generated ones).
+    same({**cold, "losses": cold["losses"][:2]}, {**warm, "losses": warm["losses"][:2]})
+    assert warm["losses"][2] == pytest.approx(cold["losses"][2], rel=1e-5)
 
 
 def test_corrupt_entries_are_recompiled(dirs, tmp_path):
