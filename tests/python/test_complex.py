@@ -301,3 +301,29 @@ def test_complex_element_moves_keep_gradients_and_complex128():
     torch.testing.assert_close(ze.grad.cpu(), z.grad)
     w = _Z.to(torch.cdouble)
     torch.testing.assert_close(w.to("ember").roll(1, 0).triu().cpu(), w.roll(1, 0).triu(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("src_bits, dst_bits", [("conj", ""), ("", "conj"), ("conj", "conj"), ("neg", ""),
+                                                 ("conj,neg", ""), ("", "neg"), ("neg", "conj")])
+def test_copies_between_lazy_bit_views_match_cpu(src_bits, dst_bits, native_only):
+    """copy_ between conjugate/negative views runs on the device (a capture can hold it) and
+    stores what the CPU stores, in place too."""
+    def view(t, bits):
+        if "conj" in bits:
+            t = t.conj()
+        if "neg" in bits:
+            t = torch._neg_view(t)
+        return t
+
+    g = torch.Generator().manual_seed(0)
+    src = torch.randn(5, 3, dtype=torch.complex64, generator=g)
+    results = []
+    for device in ("cpu", "ember"):
+        s = src.to(device)
+        d = torch.zeros(3, 5, dtype=torch.complex64, device=device).t()
+        view(d, dst_bits).copy_(view(s, src_bits))
+        same = s.clone()
+        same.copy_(view(same, src_bits))  # full overlap, in place
+        results.append((d.cpu(), same.cpu()))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    torch.testing.assert_close(results[1][1], results[0][1])

@@ -22,12 +22,18 @@ std::optional<at::ScalarType> binary_type(const at::Tensor& a, const at::Tensor&
     return t;
 }
 
-// Both operands on the device in the result's precision (a Python number moved to the device is
-// no longer a wrapped number, and its 0-d parts would promote: complex64 + 0.5 gave complex128).
-std::pair<at::Tensor, at::Tensor> prepared(const at::Tensor& a, const at::Tensor& b, at::ScalarType type) {
+// Both operands in the result's precision (a Python number kept as it was would promote:
+// complex64 + 0.5 gave complex128). A CPU 0-d operand stays on the CPU when `cpu_scalars`: its
+// parts then reach the real kernels as host scalars, passed by value, so a graph capture takes
+// them (a copy to the device would be refused there); else it moves to the device.
+std::pair<at::Tensor, at::Tensor> prepared(const at::Tensor& a, const at::Tensor& b, at::ScalarType type,
+                                           bool cpu_scalars) {
     const c10::Device dev = a.is_privateuseone() ? a.device() : b.device();
     const at::ScalarType real = c10::toRealValueType(type);
-    auto prepare = [&](const at::Tensor& t) { return t.to(dev, t.is_complex() ? type : real); };
+    auto prepare = [&](const at::Tensor& t) {
+        const bool host = cpu_scalars && t.dim() == 0 && t.is_cpu();
+        return t.to(host ? t.device() : dev, t.is_complex() ? type : real);
+    };
     return {prepare(a), prepare(b)};
 }
 
@@ -37,10 +43,10 @@ struct Operands {
     at::Tensor a0, a1, b0, b1;
 };
 
-std::optional<Operands> operand_parts(const at::Tensor& self, const at::Tensor& other) {
+std::optional<Operands> operand_parts(const at::Tensor& self, const at::Tensor& other, bool cpu_scalars = false) {
     const auto type = binary_type(self, other);
     if (!type) return std::nullopt;
-    auto [a, b] = prepared(self, other, *type);
+    auto [a, b] = prepared(self, other, *type, cpu_scalars);
     auto [a0, a1] = re_im(a);
     auto [b0, b1] = re_im(b);
     return Operands{a0, a1, b0, b1};
@@ -88,7 +94,7 @@ bool writable_in_place(const at::Tensor& self, const at::Tensor& other) {
 std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
                                       bool subtract) {
     if (alpha.isComplex()) return std::nullopt;
-    auto parts = operand_parts(self, other);
+    auto parts = operand_parts(self, other, true);
     if (!parts) return std::nullopt;
     auto [a0, a1, b0, b1] = *parts;
     const double s = (subtract ? -1.0 : 1.0) * alpha.toDouble();
@@ -100,7 +106,7 @@ std::optional<at::Tensor> complex_add(const at::Tensor& self, const at::Tensor& 
 }
 
 std::optional<at::Tensor> complex_mul(const at::Tensor& self, const at::Tensor& other) {
-    auto parts = operand_parts(self, other);
+    auto parts = operand_parts(self, other, true);
     if (!parts) return std::nullopt;
     auto [a0, a1, b0, b1] = *parts;
     if (!a1.defined()) return from_parts(a0 * b0, a0 * b1);  // real * complex

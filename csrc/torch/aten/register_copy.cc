@@ -183,9 +183,24 @@ at::Tensor stored_values(const at::Tensor& t) {
     return r;
 }
 
-// Copies whose source or destination carries a conjugate/negation bit: the logical values are
-// formed on the host, where PyTorch's CPU kernels apply the bits, and the stored values written.
+// Copies whose source or destination carries a conjugate/negation bit. Both bits are involutions
+// that commute, so dst stores self's stored values with conj applied when exactly one side has
+// the conj bit, and neg likewise. Between ember tensors of one dtype that do not partly overlap
+// this runs on the device (a copy, then conj_physical_ / neg_ in place: resolve_conj() in a
+// graph capture, complex RoPE's backward); otherwise the logical values are formed on the host,
+// where PyTorch's CPU kernels apply the bits, and the stored values written.
 void copy_with_lazy_bits(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+    if (is_ember(self) && is_ember(dst) && self.device() == dst.device() && self.scalar_type() == dst.scalar_type()) {
+        at::Tensor src = stored_values(self), raw_dst = stored_values(dst);
+        const auto overlap = at::get_overlap_status(src, raw_dst);
+        const bool same = src.sizes() == raw_dst.sizes() && src.strides() == raw_dst.strides();
+        if (overlap == at::MemOverlapStatus::No || (overlap == at::MemOverlapStatus::Full && same)) {
+            if (overlap == at::MemOverlapStatus::No) wrapper_copy_from(src, raw_dst, non_blocking);
+            if (self.is_conj() != dst.is_conj()) raw_dst.conj_physical_();
+            if (self.is_neg() != dst.is_neg()) raw_dst.neg_();
+            return;
+        }
+    }
     at::Tensor value = wrapper_copy_from(stored_values(self), at::empty(self.sizes(), self.options().device(c10::kCPU)), false);
     if (self.is_conj()) value = value.conj_physical();
     if (self.is_neg()) value = value.neg();
