@@ -39,3 +39,22 @@ def test_column_reductions_match_cpu(name, shape, native_only):
     got.backward(grad.to("ember"))
     torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(ae.grad.cpu(), ac.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_shared_derivative_stays_in_one_kernel(native_only):
+    """gelu's derivative feeds both the input gradient and the bias gradient's column sum: it is
+    computed once inside the column-sum kernel instead of going through scratch memory."""
+    torch._dynamo.reset()
+    torch_ember.reset_compile_stats()
+    def fn(x, w, b):
+        return x + F.gelu(x * w + b)
+
+    g = torch.Generator().manual_seed(0)
+    cpu = [torch.randn(shape, generator=g).requires_grad_() for shape in ((64, 48), (48,), (48,))]
+    ember = [t.detach().to("ember").requires_grad_() for t in cpu]
+    torch.compile(fn, backend="ember")(*ember).sum().backward()
+    fn(*cpu).sum().backward()
+    for got, want in zip(ember, cpu):
+        torch.testing.assert_close(got.grad.cpu(), want.grad, rtol=1e-4, atol=1e-5)
+    backward = [s for s in torch_ember.compile_stats() if s["kind"] == "bw"]
+    assert [s["kernels"] for s in backward] == [1]

@@ -635,6 +635,10 @@ void KernelEmitter::emit() {
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     fn_->addFnAttr("target-cpu", tm_.getTargetCPU());
     fn_->addFnAttr("target-features", tm_.getTargetFeatureString());
+    // LLVM keeps to 256-bit vectors on AVX-512 CPUs unless told otherwise (older parts lowered
+    // their clocks for 512-bit code). On the machines this runs on, 512 bits made exp/erf-heavy
+    // kernels 15-25% faster (softmax 2.05 -> 1.55 ms, gelu 3.1 -> 2.5 ms, 4096 x 1024 float32).
+    if (tm_.getTargetFeatureString().contains("+avx512f")) fn_->addFnAttr("prefer-vector-width", "512");
     fn_->addParamAttr(0, llvm::Attribute::NoAlias);
     entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     auto* start = llvm::BasicBlock::Create(ctx_, "start", fn_);

@@ -58,10 +58,16 @@ struct LowerCtx {
 
 class Fuser {
   public:
-    Fuser(const Graph& g, std::set<int> disabled_aliases);
+    // `inlined`: values that would be kept for being used twice but are inlined instead (see
+    // sinkable_roots()).
+    Fuser(const Graph& g, std::set<int> disabled_aliases, std::set<int> inlined = {});
     Status run();
     // Values whose in-place output could not be written directly (found by run()).
     const std::vector<int>& unsafe_aliases() const { return unsafe_; }
+    // Values kept only for being used twice whose scratch buffer one kernel writes and one other
+    // kernel reads, in a single phase: inlining them there may save the round trip through memory
+    // (and the first kernel), when every use then lands in that one kernel.
+    std::vector<int> sinkable_roots() const;
     Plan take_plan() { return std::move(plan_); }
 
   private:
@@ -101,7 +107,8 @@ class Fuser {
 
   private:
     const Graph& g_;
-    std::set<int> disabled_;
+    std::set<int> disabled_, inlined_;
+    std::vector<int> kept_for_reuse_;  // values decide_roots() kept for being used twice
     Plan plan_;
     std::vector<KernelState> states_;
     std::vector<std::vector<int>> users_;
