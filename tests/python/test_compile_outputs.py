@@ -144,3 +144,48 @@ def test_in_place_update_of_an_inference_tensor_is_refused_as_in_eager():
     assert x.tolist() == [1.0, 1.0, 1.0]
     with torch.inference_mode():
         torch.testing.assert_close(torch.compile(f, backend="ember")(x).cpu(), torch.full((3,), 4.0))
+
+
+@pytest.mark.parametrize("name", ["add_", "iadd", "mul_", "copy_"])
+def test_in_place_update_of_an_expanded_view_is_refused_as_in_eager(name):
+    """Eager refuses an in-place op whose target shares memory between elements; compiled (after
+    AOTAutograd's functionalization) the op ran once per sharing element (a.expand(3, 4).add_(1)
+    added 3 to a). Such graphs run op by op, so eager's error is raised."""
+    def f(a):
+        b = a.expand(3, 4)
+        if name == "iadd":
+            b += 1
+        elif name == "copy_":
+            b.copy_(torch.ones(3, 4, device=a.device))
+        else:
+            getattr(b, name)(2)
+        return b
+
+    a = torch.tensor([[0.25, 0.5, 0.0, -1.0]], device="ember")
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        f(a.clone())
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.compile(f, backend="ember")(a)
+    torch.testing.assert_close(a.cpu(), torch.tensor([[0.25, 0.5, 0.0, -1.0]]))
+
+
+def test_fills_of_an_expanded_view_compile_as_eager_runs_them(native_only):
+    """A fill of an expanded view is allowed in eager mode; functionalized, it wrote 21 where
+    eager writes 7 (on every backend): the graph runs op by op and says why."""
+    torch_ember.reset_compile_stats()
+
+    def f(a, mask):
+        b = a.expand(3, 4)
+        b.masked_fill_(mask, 7.0)
+        return a * 1
+
+    import warnings
+    mask = torch.tensor([True, False, True, False])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # masked_fill_ on an expanded tensor is deprecated
+        want = f(torch.zeros(1, 4), mask)
+        got = torch.compile(f, backend="ember")(torch.zeros(1, 4, device="ember"), mask.to("ember"))
+    torch.testing.assert_close(got.cpu(), want)
+    reasons = [s["recompile_reason"] for s in torch_ember.compile_stats()]
+    assert any("masked_fill_ at" in r and "share memory" in r for r in reasons), reasons

@@ -14,6 +14,7 @@ shapes after a recompile, or dynamic=True) is specialized: each combination of i
 seen at run time runs eagerly at its first call and is traced and compiled, for those sizes, at
 its second, up to SPECIALIZATIONS of them; later combinations run the graph eagerly."""
 import itertools
+import operator
 import threading
 import time
 
@@ -28,6 +29,7 @@ from .decompositions import decomposition_table
 from .errors import CompileError
 from .fx_to_ir import is_static
 from .runner import boxed
+from .source import node_source
 
 _OPTIONS = {"fallback": (None, "eager"), "background": (False, True)}
 # torch.compile(mode=...): every mode compiles the same way today. Compiled graphs already run
@@ -301,6 +303,34 @@ def _run_eagerly(gm, reason: str):
     return run
 
 
+# In-place methods that change only metadata or autograd state.
+_METADATA_IN_PLACE = {"requires_grad_", "retain_grad", "share_memory_", "resize_", "resize_as_", "set_", "detach_",
+                      "as_strided_", "squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_"}
+_AUGMENTED = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
+              operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
+
+
+def _overlapping_write(gm: torch.fx.GraphModule) -> str | None:
+    """The first in-place op on a tensor whose elements share memory (an expand()ed view), as
+    "op at file:line". AOTAutograd's functionalization replays such a write once per sharing
+    element and sums: `a.expand(3, 4).masked_fill_(m, 7)` wrote 21 on every backend, and
+    `.add_(1)`, which eager refuses, added 3. Such graphs run op by op, as eager does."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _AUGMENTED:
+            name = node.target.__name__
+        elif node.op in ("call_method", "call_function"):
+            name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+            if not name.endswith("_") or name.startswith("_") or name in _METADATA_IN_PLACE:
+                continue
+        else:
+            continue
+        target = node.args[0] if node.args else None
+        value = target.meta.get("example_value") if isinstance(target, torch.fx.Node) else None
+        if isinstance(value, torch.Tensor) and torch._debug_has_internal_overlap(value) == 1:
+            return f"{name} at {node_source(node)}"
+    return None
+
+
 def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
     """torch.compile backend entry point (registered as "ember")."""
     devices = _ember_devices(gm, example_inputs)
@@ -319,6 +349,8 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **options):
         # graph that moves tensors between devices (a model split across ember:0 and ember:1)
         # runs as written, op by op: placing it whole on one device put results on the wrong one.
         return _run_eagerly(gm, f"the graph spans {' and '.join(devices)}; compiled graphs run on one device")
+    if (write := _overlapping_write(gm)) is not None:
+        return _run_eagerly(gm, f"an in-place op writes a tensor whose elements share memory ({write})")
     # torch.compile(options=...) reaches a non-Inductor backend as one `options` keyword.
     mode = options.pop("mode", None)
     if mode is not None and mode not in MODES:
