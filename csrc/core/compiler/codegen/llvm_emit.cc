@@ -11,6 +11,7 @@
 
 #include "compiler/codegen/llvm_convert.h"
 #include "compiler/codegen/llvm_headers.h"
+#include "compiler/codegen/column_form.h"
 #include "compiler/codegen/llvm_math.h"
 #include "compiler/jit/orc_jit.h"
 
@@ -63,8 +64,6 @@ class KernelEmitter {
     Value* reduce_init(const Reduction& red);
     Value* reduce_finish(const Reduction& red, Value* acc_ptr);
     void set_lane(Value* j);
-    int64_t coef(int i, size_t v) const;
-    int64_t choose_lanes() const;
     Value* lookup(std::vector<std::unordered_map<int, Value*>>& scopes, int id) {
         for (size_t s = scopes.size(); s-- > 0;) {
             auto it = scopes[s].find(id);
@@ -90,7 +89,7 @@ class KernelEmitter {
     std::vector<Value*> reduced_;
     // Column form (see emit_phase): lanes per block, 0 for the row form; the block's first value
     // of the last outer var and its lane count; each finished reduction's accumulator array.
-    static constexpr int64_t kLanes = 64;
+    static constexpr int64_t kLanes = 1024;
     static constexpr int64_t kSumBlock = 1024;  // values per float32 block of a long sum
     int64_t lanes_ = 0;
     Value* col_ = nullptr;
@@ -583,50 +582,6 @@ void KernelEmitter::emit_phase(const Phase& p) {
     for (const Store& s : p.post) store(s, eval(s.expr), k_.exprs[static_cast<size_t>(s.expr)].cls);
 }
 
-// Coefficient of var v in index i when i is affine in v; -1 when v sits under a div or mod.
-int64_t KernelEmitter::coef(int i, size_t v) const {
-    const Idx& x = k_.idx[static_cast<size_t>(i)];
-    switch (x.kind) {
-        case Idx::kVar: return static_cast<size_t>(x.a) == v ? 1 : 0;
-        case Idx::kConst: return 0;
-        default: break;
-    }
-    const int64_t a = coef(static_cast<int>(x.a), v);
-    if (x.kind == Idx::kMul) return a < 0 ? -1 : a * x.b;
-    if (x.kind != Idx::kAdd) return a == 0 ? 0 : -1;  // div, mod, shift
-    const int64_t b = coef(static_cast<int>(x.b), v);
-    return a < 0 || b < 0 ? -1 : a + b;
-}
-
-// The column form pays when fewer memory accesses stride through memory across its lanes (the
-// last outer var) than across the row form's innermost inner var. An access is strided along a
-// var when its coefficient is neither 0 (invariant: a broadcast) nor 1 (contiguous), or when the
-// var sits under a div or mod. Counting strided accesses, not contiguous ones, matters for
-// kernels that also read small per-row values: the weight gradient of a layer norm reads two
-// [rows, cols] tensors down their columns and the rows' mean and rstd, and in the row form the
-// two big reads would each touch a new cache line per element. Ties go to the form with more
-// contiguous accesses along its var.
-int64_t KernelEmitter::choose_lanes() const {
-    const size_t no = k_.outer.size(), ni = k_.inner.size();
-    if (k_.tail > 0 || no == 0 || ni == 0 || k_.outer.back() < 8) return 0;
-    const size_t vo = no - 1, vi = no + ni - 1;
-    const bool inner_varies = k_.inner.back() > 1;
-    int unit_o = 0, unit_i = 0, strided_o = 0, strided_i = 0;
-    auto count = [&](int addr) {
-        const int64_t co = coef(addr, vo), ci = coef(addr, vi);
-        unit_o += co == 1;
-        strided_o += co != 0 && co != 1;
-        if (!inner_varies) return;
-        unit_i += ci == 1;
-        strided_i += ci != 0 && ci != 1;
-    };
-    for (const Expr& x : k_.exprs)
-        if (x.kind == Expr::kLoad) count(x.addr);
-    for (const Phase& p : k_.phases)
-        for (const Store& s : p.stores) count(s.addr);
-    const bool column = strided_o != strided_i ? strided_o < strided_i : unit_o > unit_i;
-    return column ? std::min<int64_t>(kLanes, k_.outer.back()) : 0;
-}
 
 void KernelEmitter::emit() {
     llvm::Type* ptr = llvm::PointerType::getUnqual(ctx_);
@@ -668,7 +623,7 @@ void KernelEmitter::emit() {
             stride *= std::max<int64_t>(1, k_.outer[d]);
         }
     };
-    lanes_ = choose_lanes();
+    lanes_ = column_lanes(k_);
     if (!lanes_) {
         loop(fn_->getArg(1), fn_->getArg(2), [&](Value* r) {
             push_scope();

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/env.h"
+#include "compiler/codegen/column_form.h"
 #include "compiler/passes/fuse_internal.h"
 #include "compiler/passes/passes.h"
 #include "runtime/thread_pool.h"
@@ -586,6 +588,12 @@ void Fuser::finalize() {
             const int64_t work = std::max<int64_t>(1, numel_of(k.inner)) * std::max<size_t>(1, k.phases.size()) *
                                  (1 + static_cast<int64_t>(k.exprs.size()) / 8);
             st.grain = std::max<int64_t>(1, runtime::kParallelGrain / work);
+            // A column-form kernel reads each row in stretches of its thread chunk's width at
+            // most: chunks as wide as its blocks, as long as every thread still gets one.
+            if (const int64_t lanes = codegen::column_lanes(k); lanes > 0) {
+                const int64_t threads = std::max(1, env::num_threads());
+                st.grain = std::max(st.grain, std::min(lanes, (st.range + threads - 1) / threads));
+            }
             for (const Phase& p : k.phases) {
                 for (bool post : {false, true})
                     for (int e : phase_loads(k, p, post)) st.reads.push_back(k.exprs[e].buffer);
