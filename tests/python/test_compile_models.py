@@ -268,6 +268,34 @@ def test_compile_modes_are_accepted(mode):
     torch.testing.assert_close(f(x.to("ember")).cpu(), torch.softmax(x * 2, -1))
 
 
+@pytest.mark.parametrize("how", ["max-autotune", "option"])
+def test_recompute_saves_less_and_trains_the_same(how):
+    """With recompute (the max-autotune modes, or options={"recompute": True}) the backward
+    recomputes RMSNorm's normalized input instead of saving it: only the inputs and the per-row
+    rstd are kept for the backward. Gradients match the CPU's either way."""
+    def f(x, w):
+        return torch.nn.functional.rms_norm(x, (64,), w).square().sum()
+
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(32, 64, generator=g), torch.randn(64, generator=g)
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    f(xc, wc).backward()
+    saved = {}
+    for recompute in (False, True):
+        torch._dynamo.reset()
+        torch_ember.reset_compile_stats()
+        kw = {"mode": "max-autotune"} if recompute and how == "max-autotune" else {"options": {"recompute": recompute}}
+        xe, we = x.to("ember").requires_grad_(), w.to("ember").requires_grad_()
+        numel = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: numel.append(t.numel()) or t, lambda t: t):
+            loss = torch.compile(f, backend="ember", **kw)(xe, we)
+        loss.backward()
+        torch.testing.assert_close(xe.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(we.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-4)
+        saved[recompute] = sum(numel) - xe.numel() - we.numel()  # beyond the inputs themselves
+    assert saved[True] < saved[False], saved
+
+
 def test_error_from_python_c_names_the_line():
     code = ("import torch, torch_ember\n"
             "def f(x):\n"
