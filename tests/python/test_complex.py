@@ -327,3 +327,18 @@ def test_copies_between_lazy_bit_views_match_cpu(src_bits, dst_bits, native_only
         results.append((d.cpu(), same.cpu()))
     torch.testing.assert_close(results[1][0], results[0][0])
     torch.testing.assert_close(results[1][1], results[0][1])
+
+
+@pytest.mark.parametrize("special", [0.0, 1.0, float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_mean_divides_like_cpu(special, dtype, native_only):
+    """mean of a complex tensor is the complex sum divided by n as a complex number (the CPU's
+    c10::complex rule): an inf or NaN part reaches the other part, and finite values round the
+    same way."""
+    base = torch.tensor([[1 + 2j, -0.5 + 1j, 0j, 3 - 1j, 2 + 2j]] * 3, dtype=dtype)
+    base[1, 2] = complex(special, 0.0)
+    base[2, 3] = complex(0.5, special)
+    for args in ((), (1,), (0, True)):
+        want = base.mean(*args)
+        got = base.to("ember").mean(*args).cpu()
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)

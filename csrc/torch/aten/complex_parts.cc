@@ -219,9 +219,16 @@ std::optional<at::Tensor> complex_reduce(const at::Tensor& self, at::OptionalInt
     } else {
         for (int64_t d = 0; d < self.dim(); ++d) over.push_back(d);
     }
-    at::Tensor r = at::view_as_real(self);
-    at::Tensor out = mean ? at::mean(r, over, keepdim) : at::sum(r, over, keepdim);
-    return at::view_as_complex(out.contiguous());
+    at::Tensor sum = at::sum(at::view_as_real(self), over, keepdim);
+    if (!mean) return at::view_as_complex(sum.contiguous());
+    // The CPU divides the complex sum by n as a complex number, (a + bi) / (n + 0i), by
+    // c10::complex's rule: (a + b 0) and (b - a 0), times the reciprocal of n in the parts' type.
+    // An inf or NaN part thus reaches the other one (mean of [nan, 1+2j] is nan+nanj there).
+    int64_t n = 1;
+    for (int64_t d : over) n *= self.size(d);
+    const double inv = 1.0 / static_cast<double>(n);
+    at::Tensor a = sum.select(-1, 0), b = sum.select(-1, 1);
+    return from_parts((a + b * 0.0) * inv, (b - a * 0.0) * inv);
 }
 
 }  // namespace ember::torch_glue
