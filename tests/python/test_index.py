@@ -581,3 +581,20 @@ def test_gather_and_index_select_refuse_an_overlapping_out_like_cpu():
     out = torch.empty(3, device="ember")
     torch.index_select(x, 0, idx, out=out)
     torch.testing.assert_close(out.cpu(), torch.tensor([0.0, 1.0, 2.0]))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_with_a_uint8_mask_runs_natively(accumulate, native_only):
+    """A uint8 mask (deprecated, still in older code) is the bool mask of its nonzeros, with
+    the CPU's deprecation warning."""
+    g = torch.Generator().manual_seed(0)
+    mask = (torch.rand(6, 5, generator=g) > 0.5).to(torch.uint8)
+    mask[0, 0] = 3  # any nonzero byte selects
+    values = torch.randn(int(mask.bool().sum()), generator=g)
+    results = []
+    for device in ("cpu", "ember"):
+        x = torch.ones(6, 5, device=device)
+        with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+            x.index_put_((mask.to(device),), values.to(device), accumulate=accumulate)
+        results.append(x.cpu())
+    torch.testing.assert_close(results[1], results[0])

@@ -466,6 +466,16 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
         !on_device(self.device(), values)) {
         return fallback();
     }
+    for (size_t k = 0; k < indices.size(); ++k) {
+        const std::optional<at::Tensor> t = indices.get(k);
+        if (t.has_value() && t->defined() && t->scalar_type() == at::kByte) {
+            // A uint8 mask (deprecated, with the CPU kernel's warning) is the bool mask of its
+            // nonzeros.
+            TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+            index_put_impl_(self, bool_masks(indices), values, accumulate, unsafe);
+            return self;
+        }
+    }
     if (const std::optional<IndexList> expanded = masks_as_indices(self, indices)) {
         index_put_impl_(self, *expanded, values, accumulate, unsafe);
         return self;
