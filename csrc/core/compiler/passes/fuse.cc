@@ -10,7 +10,7 @@
 // In-place outputs (aliases) are written straight into the input's memory when that is safe:
 // the value is stored in the same loop that reads the old value at the same element, and no
 // later step reads the input. Otherwise fuse() reruns with that alias demoted to a copy at the
-// end of the program.
+// end of the program (fuse_search.cc).
 #include <algorithm>
 #include <cmath>
 
@@ -132,6 +132,8 @@ void collect(const Kernel& k, int e, std::vector<char>& seen, std::vector<int>& 
     for (int a : x.args) collect(k, a, seen, loads);
 }
 
+}  // namespace
+
 // Loads reachable from a phase's loop (post = false) or its post stores (post = true).
 std::vector<int> phase_loads(const Kernel& k, const Phase& p, bool post) {
     std::vector<char> seen(k.exprs.size(), 0);
@@ -144,8 +146,6 @@ std::vector<int> phase_loads(const Kernel& k, const Phase& p, bool post) {
     }
     return loads;
 }
-
-}  // namespace
 
 Fuser::Fuser(const Graph& g, std::set<int> disabled, std::set<int> inlined)
     : g_(g), disabled_(std::move(disabled)), inlined_(std::move(inlined)) {}
@@ -680,33 +680,6 @@ void Fuser::check_aliases() {
     }
 }
 
-std::vector<int> Fuser::sinkable_roots() const {
-    std::vector<int> out;
-    for (int v : kept_for_reuse_) {
-        const int b = home_[v], p = producer_[v];
-        if (b < 0 || p < 0 || plan_.buffers[b].kind != Buffer::kScratch) continue;
-        int reader = -1;
-        bool ok = true;
-        for (size_t t = 0; t < plan_.steps.size() && ok; ++t) {
-            const Step& st = plan_.steps[t];
-            if (static_cast<int>(t) == p || std::find(st.reads.begin(), st.reads.end(), b) == st.reads.end()) continue;
-            ok = reader < 0 && st.kind == Step::kKernel;
-            reader = static_cast<int>(t);
-        }
-        if (!ok || reader < 0) continue;
-        const Kernel& k = plan_.kernels[plan_.steps[reader].kernel];
-        int phases = 0;
-        for (const Phase& ph : k.phases) {
-            bool reads = false;
-            for (bool post : {false, true})
-                for (int e : phase_loads(k, ph, post)) reads = reads || k.exprs[e].buffer == b;
-            phases += reads;
-        }
-        if (phases == 1) out.push_back(v);
-    }
-    return out;
-}
-
 Status Fuser::run() {
     const size_t nn = g_.nodes().size();
     users_.assign(nn, {});
@@ -782,41 +755,5 @@ Status Fuser::run() {
 }
 
 }  // namespace fusion
-
-namespace {
-
-struct Fused {
-    Plan plan;
-    std::vector<int> sinkable;
-};
-
-StatusOr<Fused> fuse_with(const Graph& g, const std::set<int>& inlined) {
-    std::set<int> disabled;
-    for (int attempt = 0; attempt < 16; ++attempt) {
-        fusion::Fuser f(g, disabled, inlined);
-        EMBER_RETURN_IF_ERROR(f.run());
-        if (f.unsafe_aliases().empty()) {
-            std::vector<int> sinkable = f.sinkable_roots();  // reads the plan: before take_plan()
-            return Fused{f.take_plan(), std::move(sinkable)};
-        }
-        for (int v : f.unsafe_aliases()) disabled.insert(v);
-    }
-    return internal_error("fuse: in-place outputs did not settle");
-}
-
-}  // namespace
-
-// A value used twice is kept in scratch when costly (decide_roots). When one kernel writes it and
-// one other kernel reads it, a second grouping inlines it instead; that grouping wins only when it
-// needs fewer kernels, i.e. every use then sits in one loop and the value never touches memory
-// (a bias gradient's column sum of an activation's derivative that the input gradient also uses).
-StatusOr<Plan> fuse(const Graph& g) {
-    auto first = fuse_with(g, {});
-    if (!first.ok()) return first.status();
-    if (first->sinkable.empty()) return std::move(first->plan);
-    auto second = fuse_with(g, std::set<int>(first->sinkable.begin(), first->sinkable.end()));
-    if (second.ok() && second->plan.kernels.size() < first->plan.kernels.size()) return std::move(second->plan);
-    return std::move(first->plan);
-}
 
 }  // namespace ember::compiler

@@ -124,4 +124,7 @@ class Fuser {
 
 bool is_pointwise(OpKind k);
 
+// Loads reachable from a phase's loop (post = false) or its post stores (post = true).
+std::vector<int> phase_loads(const Kernel& k, const Phase& p, bool post);
+
 }  // namespace ember::compiler::fusion
