@@ -598,3 +598,15 @@ def test_index_put_with_a_uint8_mask_runs_natively(accumulate, native_only):
             x.index_put_((mask.to(device),), values.to(device), accumulate=accumulate)
         results.append(x.cpu())
     torch.testing.assert_close(results[1], results[0])
+
+
+def test_an_out_of_range_host_index_raises_at_the_call():
+    """An integer index tensor still on the CPU is checked there: the CPU's IndexError at the
+    indexing call, not a device error at a later synchronizing call."""
+    x = torch.arange(20.0, device="ember").view(4, 5)
+    for index in (lambda: x[torch.tensor([4])], lambda: x[:, torch.tensor([0, -6])],
+                  lambda: x.__setitem__(torch.tensor([9]), 1.0)):
+        with pytest.raises(IndexError, match="out of bounds for dimension"):
+            index()
+    torch.testing.assert_close(x[torch.tensor([-1, 0])].cpu(), torch.arange(20.0).view(4, 5)[[-1, 0]])
+    torch.ember.synchronize()  # nothing was left pending

@@ -324,6 +324,21 @@ using IndexList = c10::List<std::optional<at::Tensor>>;
 // self with the indexed dims moved to the front, where the indices are consecutive. Returns self,
 // or that permuted view of it; `moved` gets the indices to use with it, `changed` whether any
 // rewrite applied.
+// An integer index still in host memory (x[[3, 10]], x[torch.tensor(...)]) is checked there,
+// raising the CPU's IndexError at the call; checked on the device it would surface at the next
+// synchronizing call, as CUDA's does.
+void check_host_index(const at::Tensor& index, const at::Tensor& self, int64_t dim) {
+    if (!(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt) || dim >= self.dim() ||
+        index.numel() == 0)
+        return;
+    const int64_t size = self.size(dim);
+    const at::Tensor flat = index.reshape(-1).to(at::kLong).contiguous();
+    const int64_t* v = flat.const_data_ptr<int64_t>();
+    for (int64_t i = 0; i < flat.numel(); ++i)
+        TORCH_CHECK_INDEX(v[i] < size && v[i] >= -size, "index ", v[i], " is out of bounds for dimension ", dim,
+                          " with size ", size);
+}
+
 at::Tensor canonical_indexing(const at::Tensor& self, const IndexList& indices, IndexList& moved,
                               bool& changed) {
     changed = false;
@@ -334,6 +349,7 @@ at::Tensor canonical_indexing(const at::Tensor& self, const IndexList& indices, 
         std::optional<at::Tensor> t = indices.get(k);
         if (t.has_value() && t->defined()) {
             if (t->device().is_cpu() && !self.device().is_cpu()) {
+                check_host_index(*t, self, static_cast<int64_t>(k));
                 t = t->to(self.device());
                 changed = true;
             }
