@@ -10,10 +10,12 @@
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "context.h"
 #include "kernels/conv/conv.h"
@@ -95,28 +97,38 @@ at::Tensor compute_operand(const at::Tensor& t, bool widen = false) {
     return t.to(at::kFloat);
 }
 
-// Whether some element of a bfloat16 view is inf or NaN (all exponent bits set).
+// Whether some element of a bfloat16 view is inf or NaN (all exponent bits set). Which elements
+// does not depend on their order, so the dims are walked in memory order (a transposed weight
+// reads contiguously), and a row's largest exponent field decides (the loop vectorizes).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+uint16_t top_exponent(const uint16_t* p, int64_t n, int64_t step) {
+    uint16_t top = 0;
+    if (step == 1) {
+        for (int64_t i = 0; i < n; ++i) top = std::max<uint16_t>(top, p[i] & 0x7f80);
+    } else {
+        for (int64_t i = 0; i < n; ++i) top = std::max<uint16_t>(top, p[i * step] & 0x7f80);
+    }
+    return top;
+}
+
 bool has_non_finite_bf16(const kernels::TensorView& v) {
     if (v.dtype != kernels::DType::kBFloat16 || v.numel() == 0) return false;
-    const auto* base = static_cast<const uint16_t*>(v.data);
-    const int last = v.ndim - 1;
-    const int64_t n = last >= 0 ? v.sizes[last] : 1, step = last >= 0 ? v.strides[last] : 1;
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size), largest stride first
+    for (int d = 0; d < v.ndim; ++d)
+        if (v.sizes[d] > 1) dims.emplace_back(v.strides[d], v.sizes[d]);
+    std::sort(dims.begin(), dims.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    const int64_t n = dims.empty() ? 1 : dims.back().second, step = dims.empty() ? 1 : dims.back().first;
+    if (!dims.empty()) dims.pop_back();
     int64_t rows = 1;
-    for (int d = 0; d < last; ++d) rows *= v.sizes[d];
+    for (const auto& d : dims) rows *= d.second;
+    const auto* base = static_cast<const uint16_t*>(v.data);
     for (int64_t r = 0; r < rows; ++r) {
         int64_t off = 0, rest = r;
-        for (int d = last - 1; d >= 0; --d) {
-            off += (rest % v.sizes[d]) * v.strides[d];
-            rest /= v.sizes[d];
+        for (size_t d = dims.size(); d-- > 0;) {
+            off += (rest % dims[d].second) * dims[d].first;
+            rest /= dims[d].second;
         }
-        const uint16_t* p = base + off;
-        uint16_t any = 0;
-        if (step == 1) {
-            for (int64_t i = 0; i < n; ++i) any |= static_cast<uint16_t>((p[i] & 0x7f80) == 0x7f80);
-        } else {
-            for (int64_t i = 0; i < n; ++i) any |= static_cast<uint16_t>((p[i * step] & 0x7f80) == 0x7f80);
-        }
-        if (any) return true;
+        if (top_exponent(base + off, n, step) == 0x7f80) return true;
     }
     return false;
 }
