@@ -306,3 +306,14 @@ def test_error_from_python_c_names_the_line():
             "    print(e.inner_exception)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "aten.multilabel_margin_loss_forward.default' at <string>:3" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_a_dtype_without_kernels_names_the_op_and_line():
+    """uint16 tensors live on ember (storage and copies) but no kernel computes on them: the
+    compile error names the dtype, the op that uses the input and the user's line."""
+    def f(a):
+        return a + 1
+
+    x = torch.arange(6).to(torch.uint16).to("ember")
+    with pytest.raises(Exception, match=r"dtype torch.uint16 is not supported.*aten.add.Tensor at .*test_compile_models.py:\d+"):
+        torch.compile(f, backend="ember")(x)

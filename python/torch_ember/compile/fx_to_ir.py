@@ -53,6 +53,11 @@ def _view_step(node):
     return [], node
 
 
+# Dtypes ember tensors can hold (storage and copies) but no kernel computes on, so no IR value
+# may have them.
+_NO_DEVICE_DTYPES = (torch.uint16, torch.uint32, torch.uint64, torch.complex32)
+
+
 def op_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
@@ -239,6 +244,11 @@ def translate(gm: torch.fx.GraphModule, input_strides=None) -> Translation:
         if isinstance(val, torch.Tensor):
             strides = list(input_strides[i]) if input_strides and input_strides[i] is not None \
                 else list(val.stride())
+            if val.dtype in _NO_DEVICE_DTYPES:
+                user = next(iter(p.users), None)
+                where = f"{op_name(user.target)} at {node_source(user)}" if user is not None else "the graph"
+                raise CompileError(f"ember: dtype {val.dtype} is not supported on the ember device (graph input "
+                                   f"{p.name}, used by {where}); eager mode refuses its arithmetic too")
             if val.dtype not in SUPPORTED_DTYPES:
                 # A complex input, say: the IR may carry it, no lowering accepts it, so the nodes
                 # that use it become library steps (or are refused if they have no ember kernel).
