@@ -199,3 +199,13 @@ def test_variance_two_pass_matches_cpu(dtype, dim, correction):
         finite = torch.isfinite(got)
         torch.testing.assert_close(got[finite], torch.var(exact, dim=dim, correction=correction)[finite],
                                    rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("cols", [513, 1025, 4097])
+def test_std_of_a_constant_row_is_not_nan(cols):
+    """The shifted two-pass variance could round to a tiny negative m2 for equal values: std was
+    NaN where the CPU gives 0."""
+    x = torch.full((3, cols), 0.6931472)
+    got = x.to("ember").std(-1).cpu()
+    assert not got.isnan().any()
+    torch.testing.assert_close(got, x.std(-1), atol=1e-6, rtol=0)

@@ -245,6 +245,7 @@ Partial reduce_range(ReduceOp op, const char* base, const ReduceArgs& a, int64_t
                     contiguous_shifted_sums(p, n, shift, &s, &s2);
                     r.mean = shift + s / dn;
                     r.m2 = s2 - s * (s / dn);
+                    if (r.m2 < 0) r.m2 = 0;  // rounding must not go below 0 (NaN stays NaN)
                     break;
                 }
             }
@@ -257,6 +258,7 @@ Partial reduce_range(ReduceOp op, const char* base, const ReduceArgs& a, int64_t
             });
             r.mean = shift + s / dn;
             r.m2 = s2 - s * (s / dn);
+            if (r.m2 < 0) r.m2 = 0;
             break;
         }
     }
